@@ -1,0 +1,131 @@
+"""A local S3-compatible server for dev, demos and tests (moto's server mode, on loopback).
+
+Real S3 protocol over HTTP — boto3 talks to it exactly as to AWS or MinIO, pointed there by
+``AWS_ENDPOINT_URL``. State lives in memory for as long as the server runs.
+
+``recforge dev-s3 start`` runs it detached (pid file under the state folder) and prints how
+to stop it; tests use ``running_server()`` in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DEV_CREDENTIALS = {  # dev-only placeholders; moto accepts any credentials
+    "AWS_ACCESS_KEY_ID": "recforge-dev",
+    "AWS_SECRET_ACCESS_KEY": "recforge-dev-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_up(endpoint: str, timeout: float = 30.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).close()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"local S3 server at {endpoint} did not come up") from None
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def running_server(port: int = 0):
+    """An in-process server on 127.0.0.1; yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port or free_port(), verbose=False)
+    server.start()
+    host, real_port = server.get_host_and_port()
+    try:
+        yield f"http://127.0.0.1:{real_port}"
+    finally:
+        server.stop()
+
+
+def serve(port: int) -> None:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    server.stop()
+
+
+def start_detached(state_dir: Path, port: int) -> str:
+    """Start (or find running) a detached server; returns its endpoint."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    pid_file, endpoint = state_dir / "s3.pid", f"http://127.0.0.1:{port}"
+    if pid_file.exists():
+        pid = int(pid_file.read_text().split()[0])
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 0)
+            old = pid_file.read_text().split()[1]
+            wait_until_up(old, 5)
+            return old
+    log = open(state_dir / "s3.log", "ab")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recforge.devserver", str(port)],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    pid_file.write_text(f"{proc.pid} {endpoint}\n")
+    wait_until_up(endpoint)
+    return endpoint
+
+
+def stop_detached(state_dir: Path) -> bool:
+    pid_file = state_dir / "s3.pid"
+    if not pid_file.exists():
+        return False
+    pid = int(pid_file.read_text().split()[0])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    pid_file.unlink()
+    return True
+
+
+def _cmd(args) -> int:
+    state = Path(args.state_dir)
+    if args.action == "start":
+        endpoint = start_detached(state, args.port)
+        print(f"local S3 server: {endpoint}")
+        print(f"  use it:  export AWS_ENDPOINT_URL={endpoint}")
+        print(f"  stop it: recforge dev-s3 stop --state-dir {state}")
+    elif args.action == "stop":
+        print("stopped" if stop_detached(state) else "not running")
+    else:
+        pid_file = state / "s3.pid"
+        print(pid_file.read_text().strip() if pid_file.exists() else "not running")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dev-s3", help="start/stop the local S3-compatible dev server")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--port", type=int, default=9000)
+    p.add_argument("--state-dir", default=".demo")
+    p.set_defaults(func=_cmd)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

@@ -1,0 +1,54 @@
+"""Stage 2, flatten: a class-folder tree of any depth → a flat list of labelled items.
+
+The class is the first folder under the source prefix; deeper folders belong to it
+(``dog/puppies/a.jpg`` is a dog). This differs on purpose from ``im2rec --recursive``,
+which makes every folder that holds files its own class. Flat names are unique and
+stable (derived from the key alone), and provenance (source key, ETag) is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from recforge import quarantine, storage
+from recforge.quarantine import QuarantineEntry
+from recforge.run import Run
+
+log = logging.getLogger(__name__)
+
+
+def flat_name(key: str) -> str:
+    """``dog/a/b/x.jpg`` → ``dog/a__b__x.jpg``: one folder per class, stable per key."""
+    cls, *rest = key.split("/")
+    return f"{cls}/{'__'.join(rest)}"
+
+
+def flatten_keys(rows: list[dict]) -> tuple[list[dict], list[QuarantineEntry]]:
+    items, refused, seen = [], [], {}
+    for row in sorted(rows, key=lambda r: r["key"]):
+        key = row["key"]
+        if "/" not in key:
+            refused.append(QuarantineEntry(key, "flatten", "not_in_class_folder",
+                                           "object sits directly under the source prefix"))
+            continue
+        name = flat_name(key)
+        if name in seen:  # 'a/b__c.jpg' and 'a/b/c.jpg' would collide: disambiguate both ways
+            digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
+            stem, dot, ext = name.rpartition(".")
+            name = f"{stem}_{digest}.{ext}" if dot else f"{name}_{digest}"
+        seen[name] = key
+        items.append({"source_key": key, "etag": row["etag"], "size": row["size"],
+                      "class_name": key.split("/", 1)[0], "name": name})
+    return items, refused
+
+
+def flatten(run: Run) -> dict:
+    rows = storage.read_jsonl(run.ingested)
+    items, refused = flatten_keys(rows)
+    storage.write_jsonl(run.items, items)
+    storage.put_bytes(run.stage_quarantine("flatten"), quarantine.dumps(refused))
+    classes = sorted({i["class_name"] for i in items})
+    log.info("flatten: %d items in %d classes, %d quarantined", len(items), len(classes),
+             len(refused))
+    return {"items": len(items), "classes": len(classes), "quarantined": len(refused)}

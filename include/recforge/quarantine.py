@@ -1,0 +1,59 @@
+"""The quarantine report: every input object that was not packed, with a reason and a fix.
+
+Nothing is dropped in silence: each stage that refuses an object records a
+``QuarantineEntry``; the published ``quarantine.jsonl`` is their union, and the run's
+counts reconcile exactly (listed = packed + quarantined).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+# reason → the fix we suggest to the user
+FIXES = {
+    "hidden_file": "hidden files (name starts with '.') are never packed; delete or rename it",
+    "zero_bytes": "the object is empty; re-upload the image",
+    "unsafe_key": "the key escapes the dataset root ('..', absolute or empty segment); rename it",
+    "unsupported_extension": "not an image extension listed in source.extensions; "
+    "add the extension to the spec or remove the object",
+    "not_in_class_folder": "class_folders layout needs <prefix>/<class>/<image>; "
+    "move the file into a class folder",
+    "unknown_class": "the class is not in the class map; add it or allow new classes",
+    "undecodable": "the bytes are not an image the decoder understands; re-export the image",
+    "truncated": "the image data ends early or is corrupt; re-upload or re-export it",
+    "too_many_pixels": "larger than pack.max_pixels (decompression-bomb guard); "
+    "downscale it or raise pack.max_pixels",
+    "missing": "the object vanished between listing and packing; re-run",
+    "read_error": "the object could not be read; check permissions and re-run",
+}
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """One refused input object; ``source_key`` is relative to the source prefix."""
+
+    source_key: str
+    stage: str
+    reason: str
+    detail: str = ""
+
+    @property
+    def fix(self) -> str:
+        return FIXES.get(self.reason, "")
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "fix": self.fix}, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> QuarantineEntry:
+        return cls(d["source_key"], d["stage"], d["reason"], d.get("detail", ""))
+
+
+def dumps(entries: list[QuarantineEntry]) -> bytes:
+    return "".join(e.to_json() + "\n" for e in entries).encode("utf-8")
+
+
+def loads(data: bytes) -> list[QuarantineEntry]:
+    return [QuarantineEntry.from_dict(json.loads(line))
+            for line in data.decode("utf-8").splitlines() if line.strip()]

@@ -1,0 +1,180 @@
+"""Dataset specs: the YAML under ``include/datasets/`` that defines one dataset and its DAG.
+
+Validated with pydantic, unknown keys rejected (a typo must not silently fall back to a
+default). ``load_spec`` turns every validation error into one message that names the file,
+the field and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+
+
+class SpecError(ValueError):
+    """A dataset spec is invalid; the message names the file, the field and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceSpec(_Strict):
+    uri: str = Field(description="s3://bucket/prefix (or a local path) holding the raw images")
+    layout: Literal["class_folders"] = Field(
+        "class_folders",
+        description="class_folders: <prefix>/<class>/[any/depth/]<image>; the class is the "
+        "first folder under the prefix",
+    )
+    extensions: tuple[str, ...] = IMAGE_EXTENSIONS
+
+    @field_validator("extensions")
+    @classmethod
+    def _dotted_lower(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        out = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in v)
+        if not out:
+            raise ValueError("list at least one image extension, e.g. ['.jpg', '.png']")
+        return out
+
+
+class LabelSpec(_Strict):
+    allow_renumbering: bool = Field(
+        False,
+        description="if a class of the previous published version vanished, renumber "
+        "instead of failing (changes ids: retrain from scratch)",
+    )
+
+
+class SplitSpec(_Strict):
+    val_ratio: float = Field(0.1, ge=0.0, lt=1.0)
+    test_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _sum_below_one(self) -> SplitSpec:
+        if self.val_ratio + self.test_ratio >= 1.0:
+            raise ValueError(
+                f"val_ratio + test_ratio = {self.val_ratio + self.test_ratio} leaves no "
+                "training data; keep their sum below 1"
+            )
+        return self
+
+
+class PackSpec(_Strict):
+    resize: int = Field(256, ge=0, le=16384, description="short side in pixels; 0 keeps size")
+    upscale: bool = Field(
+        False, description="also enlarge images whose short side is below `resize`"
+    )
+    quality: int = Field(95, ge=1, le=100, description="JPEG quality (PNG: compression 0-9)")
+    encoding: Literal[".jpg", ".png"] = ".jpg"
+    color: Literal[1, 0, -1] = Field(1, description="1 colour, 0 grayscale, -1 unchanged")
+    interpolation: Literal["area", "linear", "cubic", "lanczos"] = "area"
+    shard_size: int = Field(500, ge=1, le=1_000_000, description="images per pack task")
+    max_pixels: int = Field(
+        178_956_970, ge=1, description="decompression-bomb guard: larger images are quarantined"
+    )
+
+
+class PublishSpec(_Strict):
+    uri: str = Field(description="s3://bucket/prefix; versions land in <uri>/<name>/<version>/")
+
+
+class DatasetSpec(_Strict):
+    name: str
+    task: Literal["classification"] = "classification"
+    description: str = ""
+    schedule: str | None = Field("0 2 * * *", description="cron; null for manual runs only")
+    owner: str = "data-eng"
+    source: SourceSpec
+    labels: LabelSpec = LabelSpec()
+    splits: SplitSpec = SplitSpec()
+    pack: PackSpec = PackSpec()
+    publish: PublishSpec
+    staging_uri: str | None = Field(
+        None, description="where intermediate data lives; default <publish.uri>/_staging"
+    )
+    tags: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid dataset name: use lowercase letters, digits, '_' or "
+                "'-', starting with a letter or digit (it becomes part of the dag_id and S3 keys)"
+            )
+        return v
+
+    @property
+    def dag_id(self) -> str:
+        return f"recforge__{self.name}"
+
+    @property
+    def staging(self) -> str:
+        return self.staging_uri or f"{self.publish.uri.rstrip('/')}/_staging"
+
+    def with_overrides(self, overrides: dict) -> DatasetSpec:
+        """A copy with dotted-path overrides applied (``{"pack.resize": 128}``), re-validated."""
+        data = self.model_dump()
+        for dotted, value in overrides.items():
+            if value is None:
+                continue
+            node = data
+            *parents, leaf = dotted.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return parse_spec(data, origin=f"{self.name} (with overrides)")
+
+
+def _format_errors(exc: ValidationError, origin: str) -> str:
+    lines = [f"invalid dataset spec {origin}:"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; check its spelling against docs/spec.md"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        lines.append(f"  - {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_spec(data: dict, origin: str = "<dict>") -> DatasetSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"invalid dataset spec {origin}: the top level must be a mapping")
+    try:
+        return DatasetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, origin)) from None
+
+
+def load_spec(path: str | Path) -> DatasetSpec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid dataset spec {path}: not valid YAML: {exc}") from None
+    return parse_spec(data, origin=str(path))
+
+
+def specs_dir() -> Path:
+    """``include/datasets`` next to the package (the repo layout) unless overridden."""
+    import os
+
+    env = os.environ.get("RECFORGE_SPECS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "datasets"
+
+
+def load_all_specs(directory: str | Path | None = None) -> list[DatasetSpec]:
+    directory = Path(directory) if directory else specs_dir()
+    return [load_spec(p) for p in sorted(directory.glob("*.yaml"))]

@@ -1,0 +1,221 @@
+"""Object storage by URI: ``s3://bucket/prefix`` over the real S3 protocol, or a local path.
+
+The S3 endpoint comes from boto3's own configuration (``AWS_ENDPOINT_URL`` /
+``AWS_ENDPOINT_URL_S3``, profiles), so the same code talks to the local dev server, MinIO and
+AWS. Local paths (``/abs/dir`` or ``file:///abs/dir``) exist for the CLI and for inspecting
+published data; the pipeline's staging and publishing normally use S3.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One listed object: its key relative to the listed prefix, size and ETag."""
+
+    key: str
+    size: int
+    etag: str
+
+
+def s3_client():
+    """A boto3 S3 client per thread (clients are not safe to share across fork/threads)."""
+    pid = os.getpid()
+    cached = getattr(_local, "client", None)
+    if cached is None or cached[0] != pid:
+        import boto3
+        from botocore.config import Config
+
+        client = boto3.client(
+            "s3",
+            config=Config(retries={"max_attempts": 8, "mode": "adaptive"},
+                          s3={"addressing_style": "path"}),
+        )
+        _local.client = (pid, client)
+        return client
+    return cached[1]
+
+
+def join(base: str, *parts: str) -> str:
+    """Join URI parts with single slashes."""
+    out = base.rstrip("/")
+    for p in parts:
+        p = p.strip("/")
+        if p:
+            out = f"{out}/{p}"
+    return out
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` → ``("bucket", "a/b")``."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+def local_path(uri: str) -> Path:
+    if uri.startswith("file://"):
+        return Path(urlparse(uri).path)
+    if "://" in uri:
+        raise ValueError(f"unsupported URI scheme in {uri!r}: use s3://bucket/prefix or a path")
+    return Path(uri)
+
+
+def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
+    """Every object under a prefix (paginated; keys relative to the prefix, sorted)."""
+    if is_s3(prefix_uri):
+        bucket, prefix = split_s3(prefix_uri)
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        paginator = s3_client().get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'))
+        return
+    root = local_path(prefix_uri)
+    if not root.exists():
+        return
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = path.stat()
+        yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size,
+                         f"{int(st.st_mtime_ns)}-{st.st_size}")
+
+
+def get_bytes(uri: str) -> bytes:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+    return local_path(uri).read_bytes()
+
+
+def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+        return
+    path = local_path(uri)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def download(uri: str, dest: str | os.PathLike) -> None:
+    Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().download_file(bucket, key, str(dest))
+    else:
+        shutil.copyfile(local_path(uri), dest)
+
+
+def upload(src: str | os.PathLike, uri: str) -> None:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().upload_file(str(src), bucket, key)
+    else:
+        path = local_path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".partial")
+        shutil.copyfile(src, tmp)
+        tmp.replace(path)
+
+
+def exists(uri: str) -> bool:
+    if is_s3(uri):
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_s3(uri)
+        try:
+            s3_client().head_object(Bucket=bucket, Key=key)
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+    return local_path(uri).exists()
+
+
+def delete_prefix(prefix_uri: str) -> int:
+    """Delete every object under a prefix; returns how many were deleted."""
+    if is_s3(prefix_uri):
+        bucket, prefix = split_s3(prefix_uri)
+        keys = [join(prefix, o.key) for o in list_objects(prefix_uri)]
+        for i in range(0, len(keys), 1000):
+            s3_client().delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
+            )
+        return len(keys)
+    root = local_path(prefix_uri)
+    n = sum(1 for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+    shutil.rmtree(root, ignore_errors=True)
+    return n
+
+
+def ensure_bucket(uri: str) -> None:
+    """Create the bucket of an S3 URI if it does not exist (dev servers start empty)."""
+    if not is_s3(uri):
+        return
+    from botocore.exceptions import ClientError
+
+    bucket, _ = split_s3(uri)
+    client = s3_client()
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError:
+        client.create_bucket(Bucket=bucket)
+
+
+def read_json(uri: str):
+    import json
+
+    return json.loads(get_bytes(uri).decode("utf-8"))
+
+
+def write_json(uri: str, obj) -> None:
+    import json
+
+    put_bytes(uri, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+              .encode("utf-8"), "application/json")
+
+
+def read_jsonl(uri: str) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in get_bytes(uri).decode("utf-8").splitlines() if line]
+
+
+def write_jsonl(uri: str, rows) -> None:
+    import json
+
+    put_bytes(uri, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"
+                           for r in rows).encode("utf-8"), "application/x-ndjson")
+
+
+def copy(src_uri: str, dst_uri: str) -> None:
+    """Server-side copy within S3 (multipart for large objects); otherwise via a temp file."""
+    if is_s3(src_uri) and is_s3(dst_uri):
+        sb, sk = split_s3(src_uri)
+        db, dk = split_s3(dst_uri)
+        s3_client().copy({"Bucket": sb, "Key": sk}, db, dk)
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        download(src_uri, Path(tmp) / "obj")
+        upload(Path(tmp) / "obj", dst_uri)

@@ -1,0 +1,37 @@
+"""Shared fixtures: a real S3-compatible server on loopback (moto server mode) for the session.
+
+Every test that touches storage talks HTTP to it through boto3, exactly as production talks
+to AWS or MinIO. ``bucket`` gives each test its own empty bucket.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from recforge import devserver
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    with devserver.running_server() as endpoint:
+        old = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", *devserver.DEV_CREDENTIALS)}
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        os.environ.update(devserver.DEV_CREDENTIALS)
+        yield endpoint
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def bucket(s3_endpoint) -> str:
+    """A fresh bucket; returns its name."""
+    from recforge import storage
+
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    storage.s3_client().create_bucket(Bucket=name)
+    return name
