@@ -10,6 +10,7 @@ import os
 import uuid
 
 import pytest
+
 from recforge import devserver
 
 

@@ -1,0 +1,133 @@
+"""
+### recforge dataset DAGs
+
+One DAG per dataset spec in `include/datasets/*.yaml` (dag_id `recforge__<name>`):
+
+ingest → flatten → remap labels → split & plan shards → pack (one mapped task per shard)
+→ merge → validate → publish (versioned, `latest.json` last) → Asset event.
+
+Every task body is one call into the `recforge` package; tasks exchange only URIs and
+counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
+parameters from the UI form to override the source, the publish target or pack options,
+or to build without publishing (dry run).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import Asset, Param, dag, task
+
+from recforge.spec import DatasetSpec, load_all_specs
+
+
+def _params(spec: DatasetSpec) -> dict[str, Param]:
+    opt_str = ["null", "string"]
+    return {
+        "source_uri": Param(None, type=opt_str, pattern=r"^(s3://[a-z0-9.\-]{3,63}(/.*)?|/.*)$",
+                            title="Source prefix", description=f"default {spec.source.uri}",
+                            section="Data"),
+        "publish_uri": Param(None, type=opt_str, pattern=r"^(s3://[a-z0-9.\-]{3,63}(/.*)?|/.*)$",
+                             title="Publish target", description=f"default {spec.publish.uri}",
+                             section="Data"),
+        "resize": Param(None, type=["null", "integer"], minimum=0, maximum=16384,
+                        title="Resize short side (px)", description=f"default {spec.pack.resize}",
+                        section="Packing"),
+        "quality": Param(None, type=["null", "integer"], minimum=1, maximum=100,
+                         title="JPEG quality", description=f"default {spec.pack.quality}",
+                         section="Packing"),
+        "shard_size": Param(None, type=["null", "integer"], minimum=1, maximum=1_000_000,
+                            title="Images per pack task",
+                            description=f"default {spec.pack.shard_size}", section="Packing"),
+        "dry_run": Param(False, type="boolean", title="Dry run",
+                         description="build and validate, but do not publish", section="Run"),
+    }
+
+
+def build_dag(spec: DatasetSpec):
+    dataset_asset = Asset(name=spec.dag_id, uri=f"{spec.publish.uri.rstrip('/')}/{spec.name}")
+    s3_retries = {"retries": 3, "retry_delay": timedelta(seconds=20),
+                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
+
+    @dag(
+        dag_id=spec.dag_id,
+        description=spec.description or f"Build the {spec.name} RecordIO dataset",
+        schedule=spec.schedule,
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=1,
+        default_args={"owner": spec.owner, **s3_retries},
+        tags=["recforge", spec.task, *spec.tags],
+        doc_md=__doc__,
+        params=_params(spec),
+    )
+    def dataset_dag():
+        def run_of(context):
+            from recforge.orchestration import run_for
+
+            return run_for(spec.name, context["params"], context["run_id"])
+
+        @task(execution_timeout=timedelta(minutes=30))
+        def ingest(**context) -> dict:
+            from recforge import ingest
+
+            return ingest.ingest(run_of(context))
+
+        @task(execution_timeout=timedelta(minutes=30))
+        def flatten(_: dict, **context) -> dict:
+            from recforge import layout
+
+            return layout.flatten(run_of(context))
+
+        @task(execution_timeout=timedelta(minutes=10))
+        def remap_labels(_: dict, **context) -> dict:
+            from recforge import labels
+
+            return labels.remap_labels(run_of(context))
+
+        @task(execution_timeout=timedelta(minutes=30))
+        def split(_: dict, **context) -> list[str]:
+            """Returns the shard ids to pack (the per-split counts are in the log)."""
+            from recforge import split
+
+            return split.split_and_plan(run_of(context))["shards"]
+
+        @task(max_active_tis_per_dagrun=16,
+              execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
+        def pack(shard_id: str, **context) -> dict:
+            from recforge import pack
+
+            return pack.pack_shard(run_of(context), shard_id)
+
+        @task(execution_timeout=timedelta(hours=2))
+        def merge(_: list, **context) -> dict:
+            from recforge import merge
+
+            return merge.merge(run_of(context))
+
+        @task(execution_timeout=timedelta(hours=1))
+        def validate(_: dict, **context) -> dict:
+            from recforge.pipeline import validate_run
+
+            return validate_run(run_of(context))
+
+        @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
+        def publish(_: dict, **context) -> dict | None:
+            from recforge import publish
+
+            if context["params"].get("dry_run"):
+                run = run_of(context)
+                print(f"dry run: not published; the dataset is in {run.uri('out')}")
+                return None
+            return publish.publish(run_of(context))
+
+        shard_ids = split(remap_labels(flatten(ingest())))
+        packed = pack.expand(shard_id=shard_ids)
+        publish(validate(merge(packed)))
+
+    return dataset_dag()
+
+
+for _spec in load_all_specs():
+    globals()[_spec.dag_id] = build_dag(_spec)

@@ -1,0 +1,134 @@
+"""``recforge demo``: the embedded default, end to end through the real Airflow DAG.
+
+1. Uses the S3 endpoint in ``AWS_ENDPOINT_URL`` if set, else starts the local S3 server
+   (moto, loopback, detached; it keeps running afterwards so the published files stay
+   browsable — the command to stop it is printed).
+2. Uploads the generated sample dataset (``recforge.sampledata``) to the demo spec's source.
+3. Runs ``airflow dags test recforge__demo_classification`` with ``AIRFLOW_HOME=.airflow``
+   (SQLite) and this repo's ``dags/``.
+4. Prints where the dataset was published, the counts per split and the quarantine
+   report, and copies the published version to ``.demo/published/`` for local inspection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from recforge import devserver, sampledata, storage
+from recforge.spec import load_spec
+
+DEMO_SPEC = "demo_classification"
+
+
+def airflow_env(repo: Path, extra: dict | None = None) -> dict:
+    """Environment for running the repo's DAGs with a local Airflow home (SQLite)."""
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(repo / ".airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "RECFORGE_SPECS_DIR": env.get("RECFORGE_SPECS_DIR", str(repo / "include" / "datasets")),
+    })
+    env.update(extra or {})
+    return env
+
+
+def airflow_bin() -> str:
+    candidate = Path(sys.executable).with_name("airflow")
+    return str(candidate) if candidate.exists() else "airflow"
+
+
+def run_dag_test(dag_id: str, env: dict, conf: dict | None = None,
+                 log_path: Path | None = None) -> tuple[bool, str]:
+    """``airflow dags test`` in a subprocess; returns (succeeded, output).
+
+    ``dags test`` can exit 0 for a failed run, so success is read from its final
+    ``DagRun Finished ... state=...`` line too.
+    """
+    home = Path(env["AIRFLOW_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "airflow.db").exists():
+        subprocess.run([airflow_bin(), "db", "migrate"], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [airflow_bin(), "dags", "test", dag_id]
+    if conf:
+        cmd += ["-c", json.dumps(conf)]
+    proc = subprocess.run(cmd, env=env, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    if log_path:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(proc.stdout)
+    finished = [ln for ln in proc.stdout.splitlines() if "DagRun Finished" in ln]
+    ok = proc.returncode == 0 and bool(finished) and "state=success" in finished[-1]
+    return ok, proc.stdout
+
+
+def _cmd(args) -> int:
+    repo = Path(args.repo).resolve()
+    state = repo / ".demo"
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+        print(f"using the S3 endpoint from AWS_ENDPOINT_URL: {endpoint}")
+        started = False
+    else:
+        for k, v in devserver.DEV_CREDENTIALS.items():
+            os.environ.setdefault(k, v)
+        endpoint = devserver.start_detached(state, args.port)
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        print(f"started the local S3 server at {endpoint} (state in {state})")
+        started = True
+
+    spec = load_spec(repo / "include" / "datasets" / f"{DEMO_SPEC}.yaml")
+    storage.ensure_bucket(spec.source.uri)
+    storage.ensure_bucket(spec.publish.uri)
+    storage.delete_prefix(spec.source.uri)
+    n = sampledata.upload(spec.source.uri, per_class=args.per_class)
+    print(f"uploaded {n} sample objects ({len(sampledata.BAD_OBJECTS)} deliberately bad) "
+          f"to {spec.source.uri}")
+
+    print(f"running the DAG: airflow dags test {spec.dag_id} (log: .demo/dag_test.log) ...")
+    ok, output = run_dag_test(spec.dag_id, airflow_env(repo), log_path=state / "dag_test.log")
+    if not ok:
+        print("\n".join(output.splitlines()[-40:]))
+        print(f"DAG run FAILED; full log in {state / 'dag_test.log'}", file=sys.stderr)
+        return 1
+
+    from recforge import publish
+
+    latest = publish.read_latest(spec)
+    version_uri = latest["uri"]
+    summary = storage.read_json(storage.join(version_uri, "summary.json"))
+    local = state / "published" / spec.name / latest["version"]
+    for obj in storage.list_objects(version_uri):
+        storage.download(storage.join(version_uri, obj.key), local / obj.key)
+
+    print(f"\npublished: {version_uri}")
+    print(f"  latest:  {publish.latest_uri(spec)} -> {latest['version']}")
+    print(f"  local copy: {local}")
+    print(f"listed {summary['listed']} = packed {summary['packed']} + quarantined "
+          f"{summary['quarantined']}")
+    for split, count in summary["splits"].items():
+        print(f"  {split:<5} {count:>6} records")
+    print("quarantined:")
+    for line in (local / "quarantine.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        print(f"  {e['source_key']:<32} {e['reason']:<22} {e['detail']}")
+    if started:
+        print(f"\nthe local S3 server keeps running at {endpoint} so you can browse it:")
+        print(f"  AWS_ENDPOINT_URL={endpoint} .venv/bin/recforge validate {version_uri}")
+        print(f"  stop it: .venv/bin/recforge dev-s3 stop --state-dir {state}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("demo", help="run the embedded default end to end through the real DAG")
+    p.add_argument("--repo", default=".", help="repository root (holds dags/ and include/)")
+    p.add_argument("--port", type=int, default=9000, help="local S3 server port")
+    p.add_argument("--per-class", type=int, default=40, help="sample images per class")
+    p.set_defaults(func=_cmd)

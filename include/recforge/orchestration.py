@@ -1,0 +1,48 @@
+"""Glue between Airflow task contexts and recforge stages, importable without Airflow.
+
+The DAG passes the dataset name, the run's params and its run id; this module turns them
+into a ``Run`` (spec re-read on the worker, params applied as overrides and re-validated),
+so every task, on any worker, sees the same spec the run was triggered with.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from recforge.run import Run
+from recforge.spec import DatasetSpec, SpecError, load_all_specs
+
+# Param name → dotted spec field it overrides (None/empty means "keep the spec's value").
+PARAM_FIELDS = {
+    "source_uri": "source.uri",
+    "publish_uri": "publish.uri",
+    "resize": "pack.resize",
+    "quality": "pack.quality",
+    "shard_size": "pack.shard_size",
+}
+
+
+@lru_cache(maxsize=1)
+def _specs() -> dict[str, DatasetSpec]:
+    return {s.name: s for s in load_all_specs()}
+
+
+def spec_by_name(name: str) -> DatasetSpec:
+    try:
+        return _specs()[name]
+    except KeyError:
+        raise SpecError(f"no dataset spec named {name!r} under include/datasets/") from None
+
+
+def overrides_from_params(params: dict | None) -> dict:
+    params = params or {}
+    return {field: params[p] for p, field in PARAM_FIELDS.items()
+            if params.get(p) not in (None, "")}
+
+
+def run_for(name: str, params: dict | None, run_id: str) -> Run:
+    spec = spec_by_name(name)
+    overrides = overrides_from_params(params)
+    if overrides:
+        spec = spec.with_overrides(overrides)
+    return Run(spec, run_id)
