@@ -63,64 +63,47 @@ def build_dag(spec: DatasetSpec):
         params=_params(spec),
     )
     def dataset_dag():
-        def run_of(context):
-            from recforge.orchestration import run_for
+        def stage(context, fn_path: str, *args):
+            from recforge.orchestration import run_stage
 
-            return run_for(spec.name, context["params"], context["run_id"])
+            return run_stage(spec.name, context["params"], context["run_id"], fn_path, *args)
 
         @task(execution_timeout=timedelta(minutes=30))
         def ingest(**context) -> dict:
-            from recforge import ingest
-
-            return ingest.ingest(run_of(context))
+            return stage(context, "recforge.ingest.ingest")
 
         @task(execution_timeout=timedelta(minutes=30))
         def flatten(_: dict, **context) -> dict:
-            from recforge import layout
-
-            return layout.flatten(run_of(context))
+            return stage(context, "recforge.layout.flatten")
 
         @task(execution_timeout=timedelta(minutes=10))
         def remap_labels(_: dict, **context) -> dict:
-            from recforge import labels
-
-            return labels.remap_labels(run_of(context))
+            return stage(context, "recforge.labels.remap_labels")
 
         @task(execution_timeout=timedelta(minutes=30))
         def split(_: dict, **context) -> list[str]:
             """Returns the shard ids to pack (the per-split counts are in the log)."""
-            from recforge import split
-
-            return split.split_and_plan(run_of(context))["shards"]
+            return stage(context, "recforge.split.split_and_plan")["shards"]
 
         @task(max_active_tis_per_dagrun=16,
               execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
         def pack(shard_id: str, **context) -> dict:
-            from recforge import pack
-
-            return pack.pack_shard(run_of(context), shard_id)
+            return stage(context, "recforge.pack.pack_shard", shard_id)
 
         @task(execution_timeout=timedelta(hours=2))
         def merge(_: list, **context) -> dict:
-            from recforge import merge
-
-            return merge.merge(run_of(context))
+            return stage(context, "recforge.merge.merge")
 
         @task(execution_timeout=timedelta(hours=1))
         def validate(_: dict, **context) -> dict:
-            from recforge.pipeline import validate_run
-
-            return validate_run(run_of(context))
+            return stage(context, "recforge.pipeline.validate_run")
 
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict | None:
-            from recforge import publish
-
             if context["params"].get("dry_run"):
-                run = run_of(context)
-                print(f"dry run: not published; the dataset is in {run.uri('out')}")
+                print("dry run: not published; the dataset stays in the run's staging out/")
                 return None
-            return publish.publish(run_of(context))
+            return stage(context, "recforge.publish.publish")
 
         shard_ids = split(remap_labels(flatten(ingest())))
         packed = pack.expand(shard_id=shard_ids)

@@ -7,6 +7,7 @@ so every task, on any worker, sees the same spec the run was triggered with.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 
 from recforge.run import Run
@@ -46,3 +47,32 @@ def run_for(name: str, params: dict | None, run_id: str) -> Run:
     if overrides:
         spec = spec.with_overrides(overrides)
     return Run(spec, run_id)
+
+
+@contextmanager
+def fail_fast():
+    """Deterministic failures (bad spec, label-map change, invalid dataset, unreconciled
+    counts, version clash) fail the task at once: retrying cannot fix them, and waiting
+    through back-off only delays the alert. Transient errors (S3, network) still retry."""
+    from recforge.labels import LabelMapError
+    from recforge.merge import ReconciliationError
+    from recforge.publish import VersionExistsError
+    from recforge.validate import ValidationFailed
+
+    try:
+        yield
+    except (SpecError, LabelMapError, ValidationFailed, ReconciliationError,
+            VersionExistsError) as exc:
+        from airflow.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def run_stage(name: str, params: dict | None, run_id: str, fn_path: str, *args):
+    """Run ``recforge.<module>.<function>(run, *args)`` for one Airflow task."""
+    import importlib
+
+    module, fn = fn_path.rsplit(".", 1)
+    with fail_fast():
+        run = run_for(name, params, run_id)
+        return getattr(importlib.import_module(module), fn)(run, *args)

@@ -129,10 +129,11 @@ def validate_local(root: Path, num_classes: int | None = None) -> dict:
     root = Path(root)
     if num_classes is None and (root / "classes.json").exists():
         num_classes = json.loads((root / "classes.json").read_text())["num_classes"]
-    splits = sorted(p.stem for p in root.glob("*.idx") if not p.stem.endswith("_mask"))
+    splits = sorted({p.stem for pattern in ("*.rec", "*.idx") for p in root.glob(pattern)
+                     if not p.stem.endswith("_mask")})
     if not splits:
         return {"ok": False, "num_classes": num_classes,
-                "splits": {}, "failures": [f"no *.idx files under {root}"]}
+                "splits": {}, "failures": [f"no *.rec or *.idx files under {root}"]}
     reports = {s: validate_split(root, s, num_classes) for s in splits}
     return {
         "ok": all(r.ok for r in reports.values()),

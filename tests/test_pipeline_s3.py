@@ -1,0 +1,132 @@
+"""The whole pipeline through the real S3 protocol, read back with MXNet's own readers."""
+
+from __future__ import annotations
+
+import json
+
+import mxnet as mx
+import pytest
+
+from recforge import labels, pipeline, publish, storage
+from recforge.spec import parse_spec
+from tests.helpers import jpeg, png
+
+BAD = {
+    "cat/broken.jpg": "truncated",
+    "dog/noise.jpg": "undecodable",
+    "dog/empty.png": "zero_bytes",
+    "cat/.hidden.jpg": "hidden_file",
+    "cat/../escape.jpg": "unsafe_key",
+    "notes.md": "unsupported_extension",
+    "loose.jpg": "not_in_class_folder",
+}
+
+
+def make_source(bucket: str, classes=("cat", "dog", "eel"), per_class: int = 12) -> dict:
+    objects = {}
+    for c, cls in enumerate(classes):
+        for i in range(per_class):
+            sub = ["", "a/", "a/b/"][i % 3]
+            data = png(50 + i, 70, seed=100 * c + i) if i % 4 == 0 else jpeg(
+                60 + i, 300 + 5 * i, seed=100 * c + i)
+            objects[f"{cls}/{sub}{i}.{'png' if i % 4 == 0 else 'jpg'}"] = data
+    good = objects[f"{classes[0]}/a/1.jpg"]
+    bad = {"cat/broken.jpg": good[: len(good) // 2], "dog/noise.jpg": b"\x00\x01" * 300,
+           "dog/empty.png": b"", "cat/.hidden.jpg": good, "cat/../escape.jpg": good,
+           "notes.md": b"# notes", "loose.jpg": good}
+    objects.update({k: v for k, v in bad.items() if k.split("/")[0] in classes or "/" not in k})
+    for key, data in objects.items():
+        storage.s3_client().put_object(Bucket=bucket, Key=f"raw/{key}", Body=data)
+    return objects
+
+
+def make_spec(bucket: str, **extra):
+    return parse_spec({
+        "name": "pets", "source": {"uri": f"s3://{bucket}/raw"},
+        "publish": {"uri": f"s3://{bucket}/datasets"},
+        "splits": {"val_ratio": 0.25, "seed": 1},
+        "pack": {"resize": 48, "shard_size": 7}, **extra})
+
+
+def test_build_publishes_what_mxnet_reads(bucket, tmp_path):
+    objects = make_source(bucket)
+    spec = make_spec(bucket)
+    result = pipeline.build(spec, run_id="r1", workers=1)
+    summary = result["merge"]
+    good = len(objects) - len(BAD)
+    assert summary["listed"] == len(objects)
+    assert summary["packed"] == good and summary["quarantined"] == len(BAD)
+    assert sum(summary["splits"].values()) == good
+
+    version = result["publish"]["uri"]
+    latest = storage.read_json(f"s3://{bucket}/datasets/pets/latest.json")
+    assert latest["uri"] == version
+    for obj in storage.list_objects(version):
+        storage.download(f"{version}/{obj.key}", tmp_path / obj.key)
+    quarantined = {json.loads(ln)["source_key"]: json.loads(ln)["reason"]
+                   for ln in (tmp_path / "quarantine.jsonl").read_text().splitlines()}
+    assert quarantined == BAD
+    classes = json.loads((tmp_path / "classes.json").read_text())
+    assert classes["classes"] == ["cat", "dog", "eel"]
+    records = [json.loads(ln) for ln in (tmp_path / "records.jsonl").read_text().splitlines()]
+    truth = {r["source_key"]: classes["ids"][r["source_key"].split("/")[0]] for r in records}
+
+    for split, n in summary["splits"].items():
+        it = mx.io.ImageRecordIter(path_imgrec=str(tmp_path / f"{split}.rec"),
+                                   path_imgidx=str(tmp_path / f"{split}.idx"),
+                                   data_shape=(3, 48, 48), batch_size=1, shuffle=False)
+        got = [int(b.label[0].asnumpy()[0]) for b in it]
+        mine = [r for r in records if r["split"] == split]
+        assert len(got) == n == len(mine)
+        assert got == [truth[r["source_key"]] for r in sorted(mine, key=lambda r: r["key"])]
+        assert all(min(r["height"], r["width"]) == 48 for r in mine)  # short side = resize
+    assert json.loads((tmp_path / "manifest.json").read_text())["run_id"] == "r1"
+
+
+def test_rebuild_keeps_ids_appends_classes_and_never_overwrites(bucket):
+    make_source(bucket, classes=("dog", "eel"))
+    spec = make_spec(bucket)
+    first = pipeline.build(spec, run_id="r1", workers=1)["publish"]
+    make_source(bucket, classes=("ant", "dog", "eel"))
+    second = pipeline.build(spec, run_id="r2", workers=1)["publish"]
+    assert second["version"] != first["version"]
+    doc = storage.read_json(f"{second['uri']}/classes.json")
+    assert doc["classes"] == ["dog", "eel", "ant"]  # ant appended; dog/eel keep 0/1
+    assert doc["based_on_version"] == first["version"]
+
+    storage.delete_prefix(f"s3://{bucket}/raw/eel")
+    with pytest.raises(labels.LabelMapError, match="eel"):
+        pipeline.build(spec, run_id="r3", workers=1)
+    assert storage.read_json(publish.latest_uri(spec))["version"] == second["version"]
+
+
+def test_publish_is_idempotent_per_run_and_refuses_overwrite(bucket):
+    make_source(bucket, classes=("dog",), per_class=4)
+    spec = make_spec(bucket)
+    out = pipeline.build(spec, run_id="same", workers=1)["publish"]
+    from recforge.run import Run
+
+    again = publish.publish(Run(spec, "same"))
+    assert again == out
+    pipeline.build(spec, run_id="other", workers=1, dry_run=True)
+    with pytest.raises(publish.VersionExistsError, match="never overwritten"):
+        publish.publish(Run(spec, "other"), version=out["version"])
+
+
+def test_dry_run_publishes_nothing(bucket):
+    make_source(bucket, classes=("dog",), per_class=3)
+    result = pipeline.build(make_spec(bucket), run_id="dry", workers=1, dry_run=True)
+    assert result["publish"] is None
+    assert not list(storage.list_objects(f"s3://{bucket}/datasets/pets"))
+    assert storage.exists(f"{result['staging']}/out/train.rec")
+
+
+def test_listing_is_paginated(bucket):
+    from recforge import ingest
+    from recforge.run import Run
+
+    client = storage.s3_client()
+    for i in range(1005):
+        client.put_object(Bucket=bucket, Key=f"raw/c/{i:04d}.jpg", Body=b"x")
+    counts = ingest.ingest(Run(make_spec(bucket), "p"))
+    assert counts["listed"] == 1005 and counts["accepted"] == 1005

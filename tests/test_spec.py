@@ -1,0 +1,59 @@
+"""Dataset specs: the shipped ones load; invalid ones fail naming the field and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from recforge.spec import SpecError, load_all_specs, load_spec, parse_spec
+
+BASE = {"name": "pets", "source": {"uri": "s3://b/raw"}, "publish": {"uri": "s3://b/pub"}}
+
+
+def test_shipped_specs_load():
+    specs = load_all_specs()
+    assert "demo_classification" in {s.name for s in specs}
+    demo = next(s for s in specs if s.name == "demo_classification")
+    assert demo.dag_id == "recforge__demo_classification"
+    assert demo.staging == "s3://recforge-demo/datasets/_staging"
+
+
+def test_defaults():
+    spec = parse_spec(BASE)
+    assert spec.pack.resize == 256 and spec.pack.encoding == ".jpg"
+    assert spec.schedule == "0 2 * * *" and spec.splits.val_ratio == 0.1
+
+
+@pytest.mark.parametrize("patch, field, words", [
+    ({"name": "Bad Name"}, "name", "lowercase"),
+    ({"sorce": {}}, "sorce", "unknown field"),
+    ({"splits": {"val_ratio": 0.6, "test_ratio": 0.5}}, "splits", "no training data"),
+    ({"pack": {"quality": 101}}, "pack.quality", "less than or equal to 100"),
+    ({"pack": {"encoding": ".gif"}}, "pack.encoding", "'.jpg'"),
+    ({"source": {"uri": "s3://b/raw", "extensions": []}}, "source.extensions", "at least one"),
+])
+def test_invalid_spec_names_field_and_fix(patch, field, words):
+    with pytest.raises(SpecError) as exc:
+        parse_spec({**BASE, **patch}, origin="x.yaml")
+    msg = str(exc.value)
+    assert "x.yaml" in msg and f"{field}:" in msg and words in msg
+
+
+def test_missing_required_field(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("name: pets\nsource: {uri: s3://b/raw}\n")
+    with pytest.raises(SpecError, match=r"publish: required field is missing"):
+        load_spec(p)
+
+
+def test_bad_yaml(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(p)
+
+
+def test_overrides_are_revalidated():
+    spec = parse_spec(BASE)
+    assert spec.with_overrides({"pack.resize": 128, "source.uri": None}).pack.resize == 128
+    with pytest.raises(SpecError, match="pack.resize"):
+        spec.with_overrides({"pack.resize": -1})
