@@ -85,7 +85,7 @@ def build_dag(spec: DatasetSpec):
             """Returns the shard ids to pack (the per-split counts are in the log)."""
             return stage(context, "recforge.split.split_and_plan")["shards"]
 
-        @task(max_active_tis_per_dagrun=16,
+        @task(pool="recforge_pack", max_active_tis_per_dagrun=16,
               execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
         def pack(shard_id: str, **context) -> dict:
             return stage(context, "recforge.pack.pack_shard", shard_id)

@@ -44,6 +44,17 @@ def airflow_bin() -> str:
     return str(candidate) if candidate.exists() else "airflow"
 
 
+POOLS = {"recforge_pack": (8, "recforge pack shards"),
+         "recforge_gpu_bench": (1, "recforge loader benchmarks on GPU workers")}
+
+
+def ensure_pools(env: dict) -> None:
+    """Create the pools the DAGs use (tasks in a missing pool are never scheduled)."""
+    for name, (slots, description) in POOLS.items():
+        subprocess.run([airflow_bin(), "pools", "set", name, str(slots), description], env=env,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run_dag_test(dag_id: str, env: dict, conf: dict | None = None,
                  log_path: Path | None = None) -> tuple[bool, str]:
     """``airflow dags test`` in a subprocess; returns (succeeded, output).
@@ -56,6 +67,7 @@ def run_dag_test(dag_id: str, env: dict, conf: dict | None = None,
     if not (home / "airflow.db").exists():
         subprocess.run([airflow_bin(), "db", "migrate"], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ensure_pools(env)
     cmd = [airflow_bin(), "dags", "test", dag_id]
     if conf:
         cmd += ["-c", json.dumps(conf)]

@@ -76,3 +76,15 @@ def run_stage(name: str, params: dict | None, run_id: str, fn_path: str, *args):
     with fail_fast():
         run = run_for(name, params, run_id)
         return getattr(importlib.import_module(module), fn)(run, *args)
+
+
+def worker_hostname() -> str:
+    """Airflow ``[core] hostname_callable``: ``RECFORGE_WORKER_NAME`` if set, else the FQDN.
+
+    Several Celery workers on one host (compose, the test tier) then report distinct
+    hostnames on their task instances, so a run shows which worker ran what.
+    """
+    import os
+    import socket
+
+    return os.environ.get("RECFORGE_WORKER_NAME") or socket.getfqdn()
