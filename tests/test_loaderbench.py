@@ -294,10 +294,11 @@ def test_s3_prefix_gate_saves_bench_json_then_fails(bucket, tmp_path):
                      floors={"default": BenchFloors(min_images_per_sec=1e9)})
     out = storage.join(prefix, "bench.json")
     with pytest.raises(loaderbench.BenchFloorsFailed) as err:
-        loaderbench.run_and_gate(prefix, spec, out, dataset_version="v1")
+        loaderbench.run_and_gate(prefix, spec, out, dataset_version="v1", run_id="r1")
     assert "below the floor 1000000000.0 img/s" in str(err.value)
     saved = storage.read_json(out)
     assert saved["passed"] is False and saved["dataset_version"] == "v1"
+    assert saved["run_id"] == "r1"
     assert saved["floors"]["environment"] == "default"
     assert saved["violations"] == err.value.violations
     assert saved["dataset"]["download_seconds"] > 0
@@ -336,3 +337,15 @@ def test_padded_batches_count_only_real_images(tmp_path):
     assert any(b["pad"] for b in measured)
     assert run["window"]["images"] == sum(16 - b["pad"] for b in measured) < 16 * len(measured)
     assert run["window"]["epochs_wrapped"] >= 1
+
+
+def test_models_import_without_heavy_modules():
+    """spec.py (imported by DAG files) will import BenchSpec: no mxnet/cv2 at import time."""
+    import subprocess
+    import sys
+
+    code = ("import sys, recforge.loaderbench as lb; lb.BenchSpec(); "
+            "print(sorted(m for m in ('mxnet', 'cv2', 'boto3', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**__import__("os").environ})
+    assert out.stdout.strip() == "[]"

@@ -215,7 +215,11 @@ _THREADS_RE = re.compile(r"use (\d+) threads for decoding")
 
 @contextmanager
 def _captured_stderr():
-    """Capture fd 2 (MXNet's C++ LOG lines) into a list holding one string."""
+    """Capture fd 2 (MXNet's C++ LOG lines) into a list holding one string.
+
+    Process-wide for the ~0.1 s it takes to build an iterator: anything another thread
+    writes to stderr meanwhile lands in the debug log instead.
+    """
     out: list[str] = []
     try:
         fd = os.dup(2)
@@ -837,7 +841,7 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, started) ->
         "schema": SCHEMA,
         "created_at": started.isoformat(),
         "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
-        "prefix": prefix, "split": opts.split, "dataset_version": None,
+        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
         "loader": "mx.io.ImageRecordIter",
         "options": opts.model_dump(mode="json"),
         "host": host,
@@ -963,7 +967,8 @@ def save_results(results: dict, uri: str) -> None:
 
 
 def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
-                 dataset_version: str | None = None, environment: str | None = None) -> dict:
+                 dataset_version: str | None = None, environment: str | None = None,
+                 run_id: str | None = None) -> dict:
     """What the DAG's ``benchmark`` task calls: run, save ``bench.json``, then gate.
 
     ``bench.json`` is written before the gate so a failed build still shows its numbers;
@@ -974,6 +979,7 @@ def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
     results = run_benchmark(prefix, spec.options)
     env, floors = select_floors(spec, results["device"]["kind"], environment)
     results["dataset_version"] = dataset_version
+    results["run_id"] = run_id
     results["floors"] = {"environment": env,
                          "values": floors.model_dump(mode="json") if floors else None}
     violations = check_floors(results, floors)
