@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "recforge.devserver",
     "recforge.sampledata",
     "recforge.demo",
+    "recforge.loaderbench",
 ]
 
 
