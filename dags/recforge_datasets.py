@@ -4,7 +4,8 @@
 One DAG per dataset spec in `include/datasets/*.yaml` (dag_id `recforge__<name>`):
 
 ingest → flatten → remap labels → split & plan shards → pack (one mapped task per shard)
-→ merge → validate → publish (versioned, `latest.json` last) → Asset event.
+→ merge → validate → loader benchmark (queue `gpu`) → publish (versioned, `latest.json`
+last) → Asset event.
 
 Every task body is one call into the `recforge` package; tasks exchange only URIs and
 counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
@@ -98,6 +99,12 @@ def build_dag(spec: DatasetSpec):
         def validate(_: dict, **context) -> dict:
             return stage(context, "recforge.pipeline.validate_run")
 
+        @task(queue="gpu", pool="recforge_gpu_bench", retries=1,
+              execution_timeout=timedelta(minutes=30))
+        def benchmark(_: dict, **context) -> dict:
+            """Loader throughput on the GPU worker queue; gates publish on the spec's floors."""
+            return stage(context, "recforge.pipeline.benchmark_run")
+
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict | None:
             if context["params"].get("dry_run"):
@@ -107,7 +114,7 @@ def build_dag(spec: DatasetSpec):
 
         shard_ids = split(remap_labels(flatten(ingest())))
         packed = pack.expand(shard_id=shard_ids)
-        publish(validate(merge(packed)))
+        publish(benchmark(validate(merge(packed))))
 
     return dataset_dag()
 

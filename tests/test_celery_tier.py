@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from recforge import demo, devserver, storage
-from tests.test_pipeline_s3 import BAD, make_source
+from tests.test_pipeline_s3 import BAD, SMALL_BENCH, make_source
 
 REPO = Path(__file__).resolve().parents[1]
 PG = os.environ.get("RECFORGE_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
@@ -109,6 +109,7 @@ def cluster(database, s3_endpoint, tmp_path_factory):
         "name": "pets", "schedule": None,
         "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
         "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 8},
+        "bench": SMALL_BENCH,
     }))
     (home / "passwords.json").write_text(json.dumps({"admin": "admin-test-pw"}))
     port = devserver.free_port()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from recforge import demo, storage
-from tests.test_pipeline_s3 import BAD, make_source
+from tests.test_pipeline_s3 import BAD, SMALL_BENCH, make_source
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -35,7 +35,7 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
         "source": {"uri": f"s3://{bucket}/raw"},
         "publish": {"uri": f"s3://{bucket}/datasets"},
         "splits": {"val_ratio": 0.25, "seed": 1},
-        "pack": {"resize": 40, "shard_size": 10},
+        "pack": {"resize": 40, "shard_size": 10}, "bench": SMALL_BENCH,
     }))
     env = _env(airflow_home, specs)
 

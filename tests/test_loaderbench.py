@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 import pytest
 from pydantic import ValidationError
+
 from recforge import loaderbench, recordio, storage
 from recforge.loaderbench import BenchFloors, BenchOptions, BenchSpec, LoaderBenchError
 

@@ -11,6 +11,10 @@ from recforge import labels, pipeline, publish, storage
 from recforge.spec import parse_spec
 from tests.helpers import jpeg, png
 
+# A loader benchmark sized for a few dozen tiny images.
+SMALL_BENCH = {"options": {"batch_size": 4, "data_shape": [3, 32, 32], "warmup_batches": 1,
+                           "measure_batches": 4, "decode_records": 20, "thread_grid": []}}
+
 BAD = {
     "cat/broken.jpg": "truncated",
     "dog/noise.jpg": "undecodable",
@@ -45,7 +49,7 @@ def make_spec(bucket: str, **extra):
         "name": "pets", "source": {"uri": f"s3://{bucket}/raw"},
         "publish": {"uri": f"s3://{bucket}/datasets"},
         "splits": {"val_ratio": 0.25, "seed": 1},
-        "pack": {"resize": 48, "shard_size": 7}, **extra})
+        "pack": {"resize": 48, "shard_size": 7}, "bench": SMALL_BENCH, **extra})
 
 
 def test_build_publishes_what_mxnet_reads(bucket, tmp_path):
@@ -101,7 +105,7 @@ def test_rebuild_keeps_ids_appends_classes_and_never_overwrites(bucket):
 
 
 def test_publish_is_idempotent_per_run_and_refuses_overwrite(bucket):
-    make_source(bucket, classes=("dog",), per_class=4)
+    make_source(bucket, classes=("dog",), per_class=10)
     spec = make_spec(bucket)
     out = pipeline.build(spec, run_id="same", workers=1)["publish"]
     from recforge.run import Run
@@ -114,7 +118,7 @@ def test_publish_is_idempotent_per_run_and_refuses_overwrite(bucket):
 
 
 def test_dry_run_publishes_nothing(bucket):
-    make_source(bucket, classes=("dog",), per_class=3)
+    make_source(bucket, classes=("dog",), per_class=10)
     result = pipeline.build(make_spec(bucket), run_id="dry", workers=1, dry_run=True)
     assert result["publish"] is None
     assert not list(storage.list_objects(f"s3://{bucket}/datasets/pets"))

@@ -52,9 +52,10 @@ def run_for(name: str, params: dict | None, run_id: str) -> Run:
 @contextmanager
 def fail_fast():
     """Deterministic failures (bad spec, label-map change, invalid dataset, unreconciled
-    counts, version clash) fail the task at once: retrying cannot fix them, and waiting
-    through back-off only delays the alert. Transient errors (S3, network) still retry."""
+    counts, version clash, loader below its floors) fail the task at once: retrying cannot
+    fix them, and back-off only delays the alert. Transient errors (S3, network) retry."""
     from recforge.labels import LabelMapError
+    from recforge.loaderbench import BenchFloorsFailed, LoaderBenchError
     from recforge.merge import ReconciliationError
     from recforge.publish import VersionExistsError
     from recforge.validate import ValidationFailed
@@ -62,7 +63,7 @@ def fail_fast():
     try:
         yield
     except (SpecError, LabelMapError, ValidationFailed, ReconciliationError,
-            VersionExistsError) as exc:
+            VersionExistsError, BenchFloorsFailed, LoaderBenchError) as exc:
         from airflow.exceptions import AirflowFailException
 
         raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc

@@ -32,6 +32,16 @@ def validate_run(run: Run) -> dict:
     return {"ok": True, "splits": {s: r["records"] for s, r in report["splits"].items()}}
 
 
+def benchmark_run(run: Run) -> dict:
+    """Loader benchmark on the merged train split; ``bench.json`` lands in ``out/`` (and so is
+    published); raises ``BenchFloorsFailed`` with the numbers when a floor is missed."""
+    from recforge import loaderbench
+
+    return loaderbench.run_and_gate(
+        run.uri("out"), run.spec.bench, run.output("bench.json"),
+        dataset_version=publish.choose_version(run), run_id=run.run_id)
+
+
 def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = None,
           dry_run: bool = False) -> dict:
     run = Run(spec, run_id or new_run_id())
@@ -51,6 +61,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             result["pack"] = list(pool.map(_pack_one, jobs))
     result["merge"] = merge.merge(run)
     result["validate"] = validate_run(run)
+    result["bench"] = benchmark_run(run)
     if dry_run:
         log.info("dry run: not publishing; the dataset stays in %s", run.uri("out"))
         result["publish"] = None

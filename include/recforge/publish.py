@@ -45,14 +45,20 @@ def new_version(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
 
 
+def choose_version(run: Run, version: str | None = None) -> str:
+    """The run's version name, chosen once and kept in staging so retries reuse it
+    (an explicit ``version`` replaces the choice)."""
+    chosen = run.uri("publish", "version.json")
+    if version is None and storage.exists(chosen):
+        return storage.read_json(chosen)["version"]
+    version = version or new_version()
+    storage.write_json(chosen, {"version": version})
+    return version
+
+
 def publish(run: Run, version: str | None = None, metadata: dict | None = None) -> dict:
     spec = run.spec
-    chosen = run.uri("publish", "version.json")
-    if storage.exists(chosen):
-        version = storage.read_json(chosen)["version"]
-    else:
-        version = version or new_version()
-        storage.write_json(chosen, {"version": version})
+    version = choose_version(run, version)
     target = version_uri(spec, version)
     manifest_uri = storage.join(target, MANIFEST)
     if storage.exists(manifest_uri):
@@ -70,11 +76,17 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
             files.append({"name": obj.key, "size": obj.size, "etag": obj.etag})
             log.info("publish: copied %s (%d bytes)", obj.key, obj.size)
         summary = storage.read_json(run.output("summary.json"))
+        metadata = dict(metadata or {})
+        if any(f["name"] == "bench.json" for f in files):
+            bench = storage.read_json(run.output("bench.json"))
+            metadata.setdefault("loader", {"summary": bench.get("summary"),
+                                           "recommendation": bench.get("recommendation"),
+                                           "device": bench.get("device", {}).get("statement")})
         storage.write_json(manifest_uri, {
             "dataset": spec.name, "version": version, "run_id": run.run_id,
             "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
             "files": files, "summary": summary, "spec": spec.model_dump(mode="json"),
-            **(metadata or {}),
+            **metadata,
         })
     storage.write_json(latest_uri(spec), {
         "version": version, "uri": target, "run_id": run.run_id,

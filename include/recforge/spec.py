@@ -14,6 +14,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from recforge.loaderbench import BenchSpec  # noqa: E402  (light: pydantic models only)
+
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -97,6 +99,9 @@ class DatasetSpec(_Strict):
     splits: SplitSpec = SplitSpec()
     pack: PackSpec = PackSpec()
     publish: PublishSpec
+    bench: BenchSpec = Field(
+        BenchSpec(), description="loader benchmark before publish: options and floors"
+    )
     staging_uri: str | None = Field(
         None, description="where intermediate data lives; default <publish.uri>/_staging"
     )
