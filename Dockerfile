@@ -11,9 +11,12 @@ FROM apache/airflow:3.1.8-python3.11
 
 # MXNet's wheel bundles OpenBLAS and libgfortran.so.3 but links two system libraries it does
 # not ship: libgomp.so.1 (OpenMP) and libquadmath.so.0 (needed by the bundled libgfortran;
-# GPL, so PyPI wheels may not redistribute it). The official image installs neither on purpose.
+# GPL, so PyPI wheels may not redistribute it). The official image installs neither.
 # opencv-python-headless needs no system libraries (no libGL: that is the non-headless build).
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 USER root
+# Debian's point releases replace exact versions, so these stay unpinned (the base tag pins Debian).
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libgomp1 libquadmath0 \
     && apt-get autoremove -yqq --purge \
