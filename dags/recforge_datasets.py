@@ -99,7 +99,7 @@ def build_dag(spec: DatasetSpec):
         def validate(_: dict, **context) -> dict:
             return stage(context, "recforge.pipeline.validate_run")
 
-        @task(queue="gpu", pool="recforge_gpu_bench", retries=1,
+        @task(queue="gpu", pool="recforge_gpu_bench",
               execution_timeout=timedelta(minutes=30))
         def benchmark(_: dict, **context) -> dict:
             """Loader throughput on the GPU worker queue; gates publish on the spec's floors."""

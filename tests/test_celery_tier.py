@@ -218,6 +218,7 @@ def test_triggered_run_uses_both_queues_spreads_shards_and_publishes(cluster):
         worker = t["hostname"]
         assert worker in WORKERS, t
         assert WORKERS[worker] == t["queue"], (t["task_id"], t["queue"], worker)
+    assert [t["hostname"] for t in instances if t["task_id"] == "benchmark"] == ["gpu-a"]
     packers = {t["hostname"] for t in instances if t["task_id"] == "pack"}
     assert len([t for t in instances if t["task_id"] == "pack"]) > 2
     assert packers == {"cpu-a", "cpu-b"}, packers

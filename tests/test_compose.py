@@ -31,7 +31,7 @@ CODE_GLOBS = ("dags/**/*.py", "include/recforge/**/*.py")
 
 # What the issue asks for, whatever the code uses today.
 REQUIRED_QUEUES = {"default", "gpu"}
-REQUIRED_POOLS = {"pack", "gpu_bench"}
+REQUIRED_POOLS = {"recforge_pack", "recforge_gpu_bench"}
 REQUIRED_SERVICES = {
     "postgres", "redis", "minio", "minio-init", "mailpit", "airflow-apiserver",
     "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init",
@@ -581,8 +581,9 @@ BROKEN = {
         _drop(["services", "mailpit"]),
         service_problems, "'mailpit' is missing"),
     "pool not created": (
-        _set(["services", "airflow-init", "command"], ["-c", "airflow pools set pack 8 x"]),
-        lambda c: pool_problems(c, REQUIRED_POOLS), "pool 'gpu_bench'"),
+        _set(["services", "airflow-init", "command"],
+             ["-c", "airflow pools set recforge_pack 8 x"]),
+        lambda c: pool_problems(c, REQUIRED_POOLS), "pool 'recforge_gpu_bench'"),
 }
 
 
