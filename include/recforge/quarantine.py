@@ -26,6 +26,15 @@ FIXES = {
     "downscale it or raise pack.max_pixels",
     "missing": "the object vanished between listing and packing; re-run",
     "read_error": "the object could not be read; check permissions and re-run",
+    # segmentation pairs (both the image and its mask are quarantined together)
+    "mask_missing": "the image has no mask under the pair rule; add the mask or fix the rule",
+    "orphan_mask": "a mask with no image under the pair rule; add the image or remove the mask",
+    "mask_size_mismatch": "the mask's size differs from its image's; re-export the mask at "
+    "the image's size",
+    "mask_lossy": "the mask is a JPEG (lossy: edges get invented colours); export it as PNG",
+    "mask_mode_unsupported": "save masks as palette (P), grayscale ids (L) or RGB colour PNGs",
+    "mask_values_out_of_range": "class masks must be 8-bit (ids 0-255); re-export the mask",
+    "mask_not_converted": "the packer got a colour mask; convert masks to class ids first",
 }
 
 
