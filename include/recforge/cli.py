@@ -15,7 +15,7 @@ import sys
 COMMAND_MODULES = [
     "recforge.cli",
     "recforge.devserver",
-    "recforge.masks",
+    "recforge.masks_cli",
     "recforge.sampledata",
 ]
 
