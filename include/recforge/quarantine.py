@@ -35,6 +35,10 @@ FIXES = {
     "mask_mode_unsupported": "save masks as palette (P), grayscale ids (L) or RGB colour PNGs",
     "mask_values_out_of_range": "class masks must be 8-bit (ids 0-255); re-export the mask",
     "mask_not_converted": "the packer got a colour mask; convert masks to class ids first",
+    "not_selected": "the pair rule (mask_suffix or the pair list) does not use this file; "
+    "nothing to do, or change the rule",
+    "outside_pair_folders": "not under the spec's images or masks folder; move or remove it",
+    "duplicate_stem": "two images (or masks) share one name stem; rename one",
 }
 
 
