@@ -1,78 +1,122 @@
-"""The segmentation stages chained the way the DAG will chain them (local storage): pair →
-convert masks into staging → pack shards → merge → validate → read with Gluon."""
+"""The segmentation stages chained over a real ``Run`` (local storage) the way the DAG will
+chain them: ingest → pairs → classes → plan → convert masks → pack → merge → validate →
+Gluon, with exact reconciliation (every listed object packed or quarantined once)."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-from recforge import masks, merge, segpack, segpairs, storage, validate
+import pytest
+from recforge import ingest, merge, quarantine, segstages, storage, validate
 from recforge.imaging import PackOptions
 from recforge.masks import MaskConverter
+from recforge.run import Run
 from recforge.segpack import SegPackOptions
+from recforge.segpairs import PairRule
+from recforge.spec import parse_spec
 from segdata import block_ids, coord_image, png
 from test_masks import cityscapes_color, expected_train_ids
 
 
-def test_cityscapes_style_flow(tmp_path):
+@pytest.fixture
+def source(tmp_path):
     src = tmp_path / "src"
     ids_of = {}
-    for n in range(5):
+    for n in range(6):
         stem = f"train/city/c_{n:06d}"
         ids = block_ids(64, 48, [*range(34), 255], block=4, seed=n)
-        ids_of[f"leftImg8bit/{stem}_leftImg8bit.png"] = ids
-        for key, data in ((f"leftImg8bit/{stem}_leftImg8bit.png", png(coord_image(64, 48))),
-                          (f"gtFine/{stem}_gtFine_color.png", png(cityscapes_color(ids))),
+        img_key = f"leftImg8bit/{stem}_leftImg8bit.png"
+        mask = png(cityscapes_color(ids))
+        if n == 4:  # a mask at half size: the pair is quarantined at pack time
+            mask = png(cityscapes_color(ids[::2, ::2]))
+        if n == 5:  # an undecodable mask: quarantined by the mask stage
+            mask = b"\x89PNG\r\n\x1a\n garbage"
+        ids_of[img_key] = ids
+        for key, data in ((img_key, png(coord_image(64, 48))),
+                          (f"gtFine/{stem}_gtFine_color.png", mask),
                           (f"gtFine/{stem}_gtFine_labelIds.png", png(ids))):
             (src / key).parent.mkdir(parents=True, exist_ok=True)
             (src / key).write_bytes(data)
-    listed = [{"key": o.key, "size": o.size, "etag": o.etag}
-              for o in storage.list_objects(str(src))]
+    return src, ids_of
 
-    # flatten (layout): pairs + quarantine
-    rule = segpairs.PairRule("leftImg8bit", "gtFine", "_leftImg8bit.png", "_gtFine_color.png")
-    items, refused = segpairs.pair_by_rule(listed, rule)
-    assert len(items) == 5 and {e.reason for e in refused} == {"not_selected"}
 
-    # labels: classes.json from the label definition
+def test_segmentation_run(tmp_path, source):
+    src, ids_of = source
+    spec = parse_spec({"name": "city", "source": {"uri": str(src)},
+                       "publish": {"uri": str(tmp_path / "pub")}})
+    run = Run(spec, "t1")
     conv = MaskConverter.from_config("cityscapes", target="trainId")
-    classes = conv.classes_document()
+    ingest.ingest(run)
+    rule = PairRule("leftImg8bit", "gtFine", "_leftImg8bit.png", "_gtFine_color.png")
+    assert segstages.flatten_pairs(run, rule) == {"items": 6, "quarantined": 6}
+    assert segstages.write_classes(run, conv)["num_classes"] == 19
 
-    # split/plan (two shards of one split) → mask conversion stage → pack stage
+    # plan (the lead's split stage does this; label 0 for segmentation records)
+    items = storage.read_jsonl(run.items)
     rows = [{**it, "split": "train", "record_key": k, "label": 0} for k, it in enumerate(items)]
     shards = {"train-00000": rows[:3], "train-00001": rows[3:]}
-    staging = tmp_path / "staging"
-    dirs = []
     for sid, plan in shards.items():
-        out_uri = str(staging / "masks" / sid)
-        masks.convert_rows(plan, str(src), out_uri, conv)
-        converted = storage.read_jsonl(f"{out_uri}/converted.jsonl")
-        work = staging / "shards" / sid
-        opts = SegPackOptions(PackOptions(resize=0, encoding=".png", quality=1))
-        assert segpack.pack_pair_rows(converted, str(src), work, opts)["packed"] == len(plan)
-        dirs.append(work)
+        storage.write_jsonl(run.shard_plan(sid), plan)
+        segstages.convert_masks_shard(run, sid, conv)
+        segstages.pack_seg_shard(run, sid, SegPackOptions(PackOptions(resize=0,
+                                                                      encoding=".png")))
+    assert storage.exists(segstages.masks_uri(run, "train-00000",
+                                              "gtFine/train/city/c_000000_gtFine_color.png"))
 
-    # merge: images via merge.merge_split, masks via segpack.merge_mask_parts
-    out = staging / "out"
+    # merge (what merge.merge must add for segmentation, see the report)
+    work = tmp_path / "merge"
+    dirs = []
+    entries = []
+    for stage in ("ingest", "flatten"):
+        entries += quarantine.loads(storage.get_bytes(run.stage_quarantine(stage)))
+    entries += segstages.mask_stage_quarantine(run, list(shards))
+    for sid in shards:
+        for name in ("part.rec", "part.idx", "part.lst", "records.jsonl", "quarantine.jsonl"):
+            storage.download(run.shard_output(sid, name), work / sid / name)
+        entries += quarantine.loads((work / sid / "quarantine.jsonl").read_bytes())
+        dirs.append(work / sid)
+    out = work / "out"
     out.mkdir()
     records = merge.merge_split(dirs, out, "train")
-    assert segpack.merge_mask_parts(dirs, out, "train") == len(records) == 5
-    (out / "classes.json").write_text(json.dumps(classes))
+    for ext in ("rec", "idx", "lst"):
+        storage.upload(out / f"train.{ext}", run.output(f"train.{ext}"))
+    assert segstages.merge_mask_split(run, "train", list(shards), work) == len(records) == 4
+    storage.write_json(run.output("classes.json"), storage.read_json(run.classes))
+    listed = [r["key"] for r in storage.read_jsonl(run.source_manifest)]
+    counts = merge.reconcile(listed, segstages.packed_keys(records),
+                             [e.source_key for e in entries])
+    assert counts == {"listed": 18, "packed": 8, "quarantined": 10}
+    reasons = sorted(e.reason for e in entries)
+    assert reasons == ["mask_size_mismatch"] * 2 + ["not_selected"] * 6 + ["undecodable"] * 2
 
-    # validate: the classification checks on the images, the mask checks on the pair
-    report = validate.validate_local(out)
-    assert report["ok"], report["failures"]
-    assert list(report["splits"]) == ["train"]  # train_mask.idx is not taken as a split
-    assert segpack.validate_mask_split(out, "train", classes["num_classes"],
-                                       classes["ignore_index"]) == []
+    # validate: classification checks on the images, mask checks on the pair
+    assert validate.validate_prefix(run.uri("out"))["ok"]
+    assert segstages.validate_seg_run(run) == {"ok": True, "mask_splits": ["train"]}
 
-    # train: the Gluon dataset gives back exactly the expected trainId masks
+    # train
     from recforge.gluon import SegmentationRecordDataset
 
-    ds = SegmentationRecordDataset.from_split(out, "train")
-    assert ds.num_classes == 19 and ds.ignore_index == 255
-    by_name = {r["key"]: r["source_key"] for r in records}
+    ds = SegmentationRecordDataset.from_split(run.uri("out"), "train")
+    assert len(ds) == 4 and ds.num_classes == 19
+    key_to_src = {r["key"]: r["source_key"] for r in records}
     for i, key in enumerate(ds.keys):
         img, mask = ds[i]
-        np.testing.assert_array_equal(mask, expected_train_ids(ids_of[by_name[key]]))
+        np.testing.assert_array_equal(mask, expected_train_ids(ids_of[key_to_src[key]]))
         np.testing.assert_array_equal(img, coord_image(64, 48))
+
+
+def test_validate_seg_run_fails_on_misaligned_masks(tmp_path):
+    spec = parse_spec({"name": "x", "source": {"uri": str(tmp_path)},
+                       "publish": {"uri": str(tmp_path / "pub")}})
+    run = Run(spec, "t2")
+    storage.write_json(run.output("classes.json"), {"num_classes": 2, "ignore_index": 255})
+    from recforge import segpack
+
+    pairs = [segpack.SegPair(k, f"{k}.png", png(coord_image(8, 8)),
+                             png(np.full((8, 8), k, np.uint8)), {}) for k in range(3)]
+    out = storage.local_path(run.uri("out"))
+    segpack.pack_pairs(pairs, out, SegPackOptions(), name="train")
+    from recforge.validate import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match=r"train: train_mask.rec: key 2: mask values "
+                                               r"\[2\] outside \[0, 2\)"):
+        segstages.validate_seg_run(run)
