@@ -88,9 +88,9 @@ def test_segmentation_run(tmp_path, source):
     reasons = sorted(e.reason for e in entries)
     assert reasons == ["mask_size_mismatch"] * 2 + ["not_selected"] * 6 + ["undecodable"] * 2
 
-    # validate: classification checks on the images, mask checks on the pair
-    assert validate.validate_prefix(run.uri("out"))["ok"]
-    assert segstages.validate_seg_run(run) == {"ok": True, "mask_splits": ["train"]}
+    # validate: classification checks on the images and mask checks on the pair
+    report = validate.validate_prefix(run.uri("out"))
+    assert report["ok"], report["failures"]
 
     # train
     from recforge.gluon import SegmentationRecordDataset
@@ -104,19 +104,16 @@ def test_segmentation_run(tmp_path, source):
         np.testing.assert_array_equal(img, coord_image(64, 48))
 
 
-def test_validate_seg_run_fails_on_misaligned_masks(tmp_path):
-    spec = parse_spec({"name": "x", "source": {"uri": str(tmp_path)},
-                       "publish": {"uri": str(tmp_path / "pub")}})
-    run = Run(spec, "t2")
-    storage.write_json(run.output("classes.json"), {"num_classes": 2, "ignore_index": 255})
+def test_validate_checks_masks(tmp_path):
     from recforge import segpack
 
     pairs = [segpack.SegPair(k, f"{k}.png", png(coord_image(8, 8)),
                              png(np.full((8, 8), k, np.uint8)), {}) for k in range(3)]
-    out = storage.local_path(run.uri("out"))
-    segpack.pack_pairs(pairs, out, SegPackOptions(), name="train")
-    from recforge.validate import ValidationFailed
-
-    with pytest.raises(ValidationFailed, match=r"train: train_mask.rec: key 2: mask values "
-                                               r"\[2\] outside \[0, 2\)"):
-        segstages.validate_seg_run(run)
+    segpack.pack_pairs(pairs, tmp_path, SegPackOptions(), name="train")
+    (tmp_path / "classes.json").write_text('{"num_classes": 2, "ignore_index": 255}')
+    report = validate.validate_local(tmp_path)
+    assert not report["ok"]
+    assert report["failures"] == ["train: train_mask.rec: key 2: mask values [2] outside "
+                                  "[0, 2) and ignore 255"]
+    (tmp_path / "train_mask.idx").unlink()
+    assert "train_mask.idx missing" in validate.validate_local(tmp_path)["failures"][0]

@@ -5,7 +5,7 @@ conversion stage leaves its single-channel PNGs, ``converted.jsonl``, ``quaranti
 and ``report.json`` for inspection. Order::
 
     ingest → flatten_pairs → write_classes → split (plan) → convert_masks_shard (mapped)
-    → pack_seg_shard (mapped) → merge (+ masks) → validate (+ validate_seg_run) → publish
+    → pack_seg_shard (mapped) → merge (+ merge_mask_split) → validate → publish
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from recforge import quarantine, storage
 from recforge.masks import MaskConverter
 from recforge.quarantine import QuarantineEntry
-from recforge.run import SPLITS, Run
+from recforge.run import Run
 from recforge.segpairs import PairRule, pair_by_list, pair_by_rule
 
 log = logging.getLogger(__name__)
@@ -111,27 +111,3 @@ def merge_mask_split(run: Run, split: str, shard_ids: list[str], workdir: Path) 
         storage.upload(out / f"{split}_mask.{ext}", run.output(f"{split}_mask.{ext}"))
     return n
 
-
-def validate_seg_run(run: Run) -> dict:
-    """Mask checks of the merged output (after ``validate.validate_prefix``); raises on
-    failure with every split's first problems."""
-    from recforge.segpack import validate_mask_split
-    from recforge.validate import ValidationFailed
-
-    classes = storage.read_json(run.output("classes.json"))
-    fails: list[str] = []
-    checked = []
-    with tempfile.TemporaryDirectory(prefix="recforge-segvalidate-") as tmp:
-        for split in SPLITS:
-            if not storage.exists(run.output(f"{split}.idx")):
-                continue
-            for name in (f"{split}.rec", f"{split}.idx", f"{split}_mask.rec",
-                         f"{split}_mask.idx"):
-                if storage.exists(run.output(name)):
-                    storage.download(run.output(name), Path(tmp) / name)
-            fails += [f"{split}: {f}" for f in validate_mask_split(
-                tmp, split, classes["num_classes"], classes.get("ignore_index", 255))]
-            checked.append(split)
-    if fails:
-        raise ValidationFailed("mask validation failed:\n  " + "\n  ".join(fails))
-    return {"ok": True, "mask_splits": checked}
