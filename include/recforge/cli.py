@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = [
     "recforge.cli",
     "recforge.devserver",
+    "recforge.masks_cli",
     "recforge.sampledata",
     "recforge.demo",
     "recforge.loaderbench",

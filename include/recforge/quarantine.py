@@ -26,6 +26,19 @@ FIXES = {
     "downscale it or raise pack.max_pixels",
     "missing": "the object vanished between listing and packing; re-run",
     "read_error": "the object could not be read; check permissions and re-run",
+    # segmentation pairs (both the image and its mask are quarantined together)
+    "mask_missing": "the image has no mask under the pair rule; add the mask or fix the rule",
+    "orphan_mask": "a mask with no image under the pair rule; add the image or remove the mask",
+    "mask_size_mismatch": "the mask's size differs from its image's; re-export the mask at "
+    "the image's size",
+    "mask_lossy": "the mask is a JPEG (lossy: edges get invented colours); export it as PNG",
+    "mask_mode_unsupported": "save masks as palette (P), grayscale ids (L) or RGB colour PNGs",
+    "mask_values_out_of_range": "class masks must be 8-bit (ids 0-255); re-export the mask",
+    "mask_not_converted": "the packer got a colour mask; convert masks to class ids first",
+    "not_selected": "the pair rule (mask_suffix or the pair list) does not use this file; "
+    "nothing to do, or change the rule",
+    "outside_pair_folders": "not under the spec's images or masks folder; move or remove it",
+    "duplicate_stem": "two images (or masks) share one name stem; rename one",
 }
 
 

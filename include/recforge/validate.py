@@ -5,7 +5,9 @@ points between records crashes training hours in. Checked per split: unique ``.i
 strictly increasing offsets, a valid record at every offset and an offset for every
 record, consistent framing, no trailing bytes, equal counts across ``.rec``/``.idx``/``.lst``,
 header ids equal to ``.idx`` keys, ``.lst`` labels equal to header labels, and integer labels
-in [0, N) where N comes from ``classes.json``.
+in [0, N) where N comes from ``classes.json``. Segmentation splits (``<split>_mask.idx``
+present, or ``ignore_index`` in ``classes.json``) also get ``segpack.validate_mask_split``:
+aligned keys, single-channel PNG masks of the image's size, values in [0, N) or ignore.
 """
 
 from __future__ import annotations
@@ -127,14 +129,22 @@ def validate_split(root: Path, split: str, num_classes: int | None) -> SplitRepo
 def validate_local(root: Path, num_classes: int | None = None) -> dict:
     """Validate every split found under a local folder."""
     root = Path(root)
-    if num_classes is None and (root / "classes.json").exists():
-        num_classes = json.loads((root / "classes.json").read_text())["num_classes"]
+    doc = json.loads((root / "classes.json").read_text()) if (root / "classes.json").exists() \
+        else {}
+    if num_classes is None:
+        num_classes = doc.get("num_classes")
     splits = sorted({p.stem for pattern in ("*.rec", "*.idx") for p in root.glob(pattern)
                      if not p.stem.endswith("_mask")})
     if not splits:
         return {"ok": False, "num_classes": num_classes,
                 "splits": {}, "failures": [f"no *.rec or *.idx files under {root}"]}
     reports = {s: validate_split(root, s, num_classes) for s in splits}
+    for s, rep in reports.items():  # segmentation: <split>_mask.rec must match <split>.rec
+        if (root / f"{s}_mask.idx").exists() or doc.get("ignore_index") is not None:
+            from recforge.segpack import validate_mask_split
+
+            for msg in validate_mask_split(root, s, num_classes, doc.get("ignore_index", 255)):
+                rep.fail(msg)
     return {
         "ok": all(r.ok for r in reports.values()),
         "num_classes": num_classes,
