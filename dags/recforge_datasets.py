@@ -73,13 +73,26 @@ def build_dag(spec: DatasetSpec):
         def ingest(**context) -> dict:
             return stage(context, "recforge.ingest.ingest")
 
+        seg = spec.task == "segmentation"
+
         @task(execution_timeout=timedelta(minutes=30))
         def flatten(_: dict, **context) -> dict:
-            return stage(context, "recforge.layout.flatten")
+            """Class folders → items; segmentation: image/mask pairs."""
+            return stage(context, "recforge.segstages.flatten_stage" if seg
+                         else "recforge.layout.flatten")
 
         @task(execution_timeout=timedelta(minutes=10))
         def remap_labels(_: dict, **context) -> dict:
-            return stage(context, "recforge.labels.remap_labels")
+            """Stable class ids; segmentation: classes from the label definition."""
+            return stage(context, "recforge.segstages.classes_stage" if seg
+                         else "recforge.labels.remap_labels")
+
+        @task(pool="recforge_pack", max_active_tis_per_dagrun=16,
+              execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
+        def convert_masks(shard_id: str, **context) -> str:
+            """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
+            stage(context, "recforge.segstages.convert_stage", shard_id)
+            return shard_id
 
         @task(execution_timeout=timedelta(minutes=30))
         def split(_: dict, **context) -> list[str]:
@@ -89,7 +102,8 @@ def build_dag(spec: DatasetSpec):
         @task(pool="recforge_pack", max_active_tis_per_dagrun=16,
               execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
         def pack(shard_id: str, **context) -> dict:
-            return stage(context, "recforge.pack.pack_shard", shard_id)
+            return stage(context, "recforge.segstages.pack_stage" if seg
+                         else "recforge.pack.pack_shard", shard_id)
 
         @task(execution_timeout=timedelta(hours=2))
         def merge(_: list, **context) -> dict:
@@ -113,6 +127,8 @@ def build_dag(spec: DatasetSpec):
             return stage(context, "recforge.publish.publish")
 
         shard_ids = split(remap_labels(flatten(ingest())))
+        if seg:
+            shard_ids = convert_masks.expand(shard_id=shard_ids)
         packed = pack.expand(shard_id=shard_ids)
         publish(benchmark(validate(merge(packed))))
 

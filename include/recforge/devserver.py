@@ -48,7 +48,11 @@ def wait_until_up(endpoint: str, timeout: float = 30.0) -> None:
 @contextlib.contextmanager
 def running_server(port: int = 0):
     """An in-process server on 127.0.0.1; yields its endpoint URL."""
+    import logging
+
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port or free_port(), verbose=False)
     server.start()

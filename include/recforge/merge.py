@@ -62,10 +62,15 @@ def reconcile(listed: list[str], packed: list[str], refused: list[str]) -> dict:
 
 def merge(run: Run) -> dict:
     shard_ids = storage.read_json(run.shard_list)["shards"]
+    segmentation = run.spec.task == "segmentation"
+    if segmentation:
+        from recforge import segstages
     all_records: list[dict] = []
     entries = []
     for stage in ("ingest", "flatten"):
         entries += quarantine.loads(storage.get_bytes(run.stage_quarantine(stage)))
+    if segmentation:
+        entries += segstages.mask_stage_quarantine(run, shard_ids)
     per_split: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="recforge-merge-") as tmp:
         tmp = Path(tmp)
@@ -84,6 +89,11 @@ def merge(run: Run) -> dict:
                 entries += quarantine.loads((d / "quarantine.jsonl").read_bytes())
                 dirs.append(d)
             records = merge_split(dirs, out, split)
+            if segmentation:  # <split>_mask.rec: same keys, same order as <split>.rec
+                n_masks = segstages.merge_mask_split(run, split, mine, tmp)
+                if n_masks != len(records):
+                    raise ReconciliationError(
+                        f"{split}: {len(records)} image records but {n_masks} mask records")
             per_split[split] = len(records)
             all_records += records
             for d in dirs:
@@ -92,8 +102,9 @@ def merge(run: Run) -> dict:
                 storage.upload(out / f"{split}.{ext}", run.output(f"{split}.{ext}"))
             log.info("merge: %s has %d records", split, len(records))
         listed = [r["key"] for r in storage.read_jsonl(run.source_manifest)]
-        counts = reconcile(listed, [r["source_key"] for r in all_records],
-                           [e.source_key for e in entries])
+        packed = (segstages.packed_keys(all_records) if segmentation
+                  else [r["source_key"] for r in all_records])
+        counts = reconcile(listed, packed, [e.source_key for e in entries])
     storage.write_json(run.output("classes.json"), storage.read_json(run.classes))
     storage.write_jsonl(run.output("records.jsonl"), all_records)
     storage.put_bytes(run.output("quarantine.jsonl"), quarantine.dumps(

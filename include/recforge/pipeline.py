@@ -19,7 +19,13 @@ log = logging.getLogger(__name__)
 
 def _pack_one(args: tuple[DatasetSpec, str, str]) -> dict:
     spec, run_id, shard = args
-    return pack.pack_shard(Run(spec, run_id), shard)
+    run = Run(spec, run_id)
+    if spec.task == "segmentation":
+        from recforge import segstages
+
+        segstages.convert_stage(run, shard)
+        return segstages.pack_stage(run, shard)
+    return pack.pack_shard(run, shard)
 
 
 def validate_run(run: Run) -> dict:
@@ -48,8 +54,14 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
     result["ingest"] = ingest.ingest(run)
-    result["flatten"] = layout.flatten(run)
-    result["labels"] = labels.remap_labels(run)
+    if spec.task == "segmentation":
+        from recforge import segstages
+
+        result["flatten"] = segstages.flatten_stage(run)
+        result["labels"] = segstages.classes_stage(run)
+    else:
+        result["flatten"] = layout.flatten(run)
+        result["labels"] = labels.remap_labels(run)
     planned = split.split_and_plan(run)
     result["split"] = planned["planned"]
     workers = workers or max(1, min(os.cpu_count() or 1, len(planned["shards"])))

@@ -111,3 +111,45 @@ def merge_mask_split(run: Run, split: str, shard_ids: list[str], workdir: Path) 
         storage.upload(out / f"{split}_mask.{ext}", run.output(f"{split}_mask.{ext}"))
     return n
 
+
+
+# --------------------------------------------------------------------------------------
+# Spec-driven entry points: ``stage(run[, shard_id])``, what the DAG and pipeline.build call.
+
+
+def converter_for(spec) -> MaskConverter:
+    """The spec's label definition as a converter; relative colour-map paths are resolved
+    against the specs folder. Cheap to rebuild in every task."""
+    from recforge.spec import specs_dir
+
+    seg = spec.segmentation
+    colormap = seg.colormap
+    if colormap and colormap not in ("cityscapes", "voc") and not Path(colormap).is_absolute():
+        colormap = str(specs_dir() / colormap)
+    return MaskConverter.from_config(
+        colormap, target=seg.target, id_map=seg.id_map, ignore_index=seg.ignore_index,
+        on_unknown=seg.on_unknown, collision_rule=seg.collision_rule,
+        resolve=seg.resolve or None)
+
+
+def flatten_stage(run: Run) -> dict:
+    p = run.spec.source.pairs
+    if p.layout == "pair_list":
+        return flatten_pairs(run, pair_list_uri=p.list_uri)
+    return flatten_pairs(run, rule=PairRule(p.images, p.masks, p.image_suffix, p.mask_suffix))
+
+
+def classes_stage(run: Run) -> dict:
+    return write_classes(run, converter_for(run.spec))
+
+
+def convert_stage(run: Run, shard_id: str) -> dict:
+    return convert_masks_shard(run, shard_id, converter_for(run.spec),
+                               run.spec.segmentation.mask_compression)
+
+
+def pack_stage(run: Run, shard_id: str) -> dict:
+    from recforge.segpack import SegPackOptions
+
+    opts = SegPackOptions.from_spec(run.spec.pack, run.spec.segmentation.mask_compression)
+    return pack_seg_shard(run, shard_id, opts)

@@ -36,6 +36,7 @@ class SourceSpec(_Strict):
         "first folder under the prefix",
     )
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS
+    pairs: PairsSpec | None = Field(None, description="segmentation: how images pair with masks")
 
     @field_validator("extensions")
     @classmethod
@@ -44,6 +45,49 @@ class SourceSpec(_Strict):
         if not out:
             raise ValueError("list at least one image extension, e.g. ['.jpg', '.png']")
         return out
+
+
+class PairsSpec(_Strict):
+    """Segmentation sources: image/mask pairs, by parallel folders or by a list file."""
+
+    layout: Literal["paired_folders", "pair_list"] = Field(
+        "paired_folders",
+        description="paired_folders: <prefix>/<images>/<rel><image_suffix>.<ext> pairs with "
+        "<prefix>/<masks>/<rel><mask_suffix>.png; pair_list: a TSV of image<TAB>mask keys",
+    )
+    images: str = "images"
+    masks: str = "masks"
+    image_suffix: str = ""
+    mask_suffix: str = ""
+    list_uri: str | None = Field(None, description="pair_list: URI of the TSV list")
+
+    @model_validator(mode="after")
+    def _list_needs_uri(self) -> PairsSpec:
+        if self.layout == "pair_list" and not self.list_uri:
+            raise ValueError("layout pair_list needs list_uri (a TSV of image<TAB>mask keys)")
+        return self
+
+
+class SegmentationSpec(_Strict):
+    """The label definition of a segmentation dataset (see docs/segmentation.md)."""
+
+    colormap: str | None = Field(
+        None, description="cityscapes, voc, or a .yaml/.csv colour map (relative to the spec)")
+    id_map: dict[int, int] | None = Field(None, description="id → trainId for id masks")
+    target: Literal["id", "trainId"] = "trainId"
+    ignore_index: int = Field(255, ge=0, le=255)
+    on_unknown: Literal["error", "ignore"] = Field(
+        "error", description="unknown colour/id: fail naming the file, or map to ignore")
+    collision_rule: Literal["lowest_id", "error"] | None = None
+    resolve: dict[str, str] = Field(
+        default_factory=dict, description="shared colour 'R,G,B' → the class name that wins")
+    mask_compression: int = Field(1, ge=0, le=9, description="PNG level for packed masks")
+
+    @model_validator(mode="after")
+    def _has_definition(self) -> SegmentationSpec:
+        if self.colormap is None and self.id_map is None:
+            raise ValueError("give a colormap (cityscapes, voc or a file) and/or an id_map")
+        return self
 
 
 class LabelSpec(_Strict):
@@ -90,7 +134,7 @@ class PublishSpec(_Strict):
 
 class DatasetSpec(_Strict):
     name: str
-    task: Literal["classification"] = "classification"
+    task: Literal["classification", "segmentation"] = "classification"
     description: str = ""
     schedule: str | None = Field("0 2 * * *", description="cron; null for manual runs only")
     owner: str = "data-eng"
@@ -98,6 +142,7 @@ class DatasetSpec(_Strict):
     labels: LabelSpec = LabelSpec()
     splits: SplitSpec = SplitSpec()
     pack: PackSpec = PackSpec()
+    segmentation: SegmentationSpec | None = None
     publish: PublishSpec
     bench: BenchSpec = Field(
         BenchSpec(), description="loader benchmark before publish: options and floors"
@@ -116,6 +161,19 @@ class DatasetSpec(_Strict):
                 "'-', starting with a letter or digit (it becomes part of the dag_id and S3 keys)"
             )
         return v
+
+    @model_validator(mode="after")
+    def _task_sections(self) -> DatasetSpec:
+        if self.task == "segmentation":
+            if self.source.pairs is None:
+                raise ValueError("task segmentation needs source.pairs (how images pair with "
+                                 "masks); see docs/segmentation.md")
+            if self.segmentation is None:
+                raise ValueError("task segmentation needs a segmentation section with a "
+                                 "colormap and/or id_map")
+        elif self.segmentation is not None or self.source.pairs is not None:
+            raise ValueError("segmentation / source.pairs are only for task: segmentation")
+        return self
 
     @property
     def dag_id(self) -> str:

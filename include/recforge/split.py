@@ -43,7 +43,9 @@ def plan(items: list[dict], ids: dict[str, int], val_ratio: float, test_ratio: f
     by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     for item in items:
         split = assign_split(item["source_key"], val_ratio, test_ratio, seed)
-        by_split[split].append({**item, "split": split, "label": ids[item["class_name"]]})
+        # segmentation pairs have no image-level class: their label is the mask (0 here)
+        label = ids[item["class_name"]] if item.get("class_name") else 0
+        by_split[split].append({**item, "split": split, "label": label})
     shards: dict[str, list[dict]] = {}
     for split, rows in by_split.items():
         rows.sort(key=lambda r: (unit_hash(r["source_key"], seed, "order"), r["source_key"]))
