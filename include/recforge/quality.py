@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 Severity = Literal["fail", "warn", "off"]
 SITE_NAME = "recforge"
 MAX_EVIDENCE = 5
+MAX_TEXT = 240  # characters per observed value or evidence line (XCom stays small)
 SUITE_PREFIX = "checklist"
 # the column that names a row in each frame: shown for unexpected rows in Data Docs
 ROW_ID = {"records": "record", "sources": "source_key", "classes": "class_name",
@@ -220,6 +221,9 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
     )
 
 
+VERIFY_COLUMNS = ("rec_status", "rec_id_ok", "rec_label_ok", "rec_shape_ok")
+
+
 def _framed_size(length: int) -> int:
     """Bytes a payload of ``length`` takes in a .rec without magic splits (header + padding)."""
     return 8 + ((length + 3) & ~3)
@@ -229,8 +233,9 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
                    threads: int = 8) -> pd.DataFrame:
     """Re-read a deterministic sample of records from the ``.rec`` at their manifest offsets.
 
-    Adds ``rec_status`` (ok / bad_record / undecodable), ``rec_header_ok`` (header id and
-    label equal the manifest's) and ``rec_shape_ok`` (decoded shape equals the manifest's);
+    Adds ``rec_status`` (ok / bad_record / undecodable), ``rec_id_ok`` and ``rec_label_ok``
+    (the header's id and label equal the manifest's) and ``rec_shape_ok`` (decoded shape
+    equals the manifest's);
     rows not sampled stay null, which GX counts as missing, not as failures.
     """
     from concurrent.futures import ThreadPoolExecutor
@@ -239,9 +244,8 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
 
     from recforge import recordio, storage
 
-    records["rec_status"] = None
-    records["rec_header_ok"] = None
-    records["rec_shape_ok"] = None
+    for col in VERIFY_COLUMNS:
+        records[col] = None
     if sample == 0 or records.empty:
         return records
     jobs = []
@@ -277,22 +281,22 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             header, img_bytes = recordio.unpack_image_record(got[0])
         except (recordio.RecordIOError, OSError) as exc:
             log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
-            return index, "bad_record", False, None
+            return index, ("bad_record", False, None, None)
         label = header.label[0] if isinstance(header.label, tuple) else header.label
-        header_ok = header.id == int(row["key"]) and _label_equal(label, row.get("label"))
+        id_ok = header.id == int(row["key"])
+        label_ok = _label_equal(label, row.get("label"))
         img = cv2.imdecode(np.frombuffer(img_bytes, np.uint8), cv2.IMREAD_UNCHANGED)
         if img is None:
-            return index, "undecodable", header_ok, None
+            return index, ("undecodable", id_ok, label_ok, None)
         c = 1 if img.ndim == 2 else img.shape[2]
         shape_ok = (img.shape[0], img.shape[1], c) == (
             int(row["height"]), int(row["width"]), int(row["channels"]))
-        return index, "ok", header_ok, shape_ok
+        return index, ("ok", id_ok, label_ok, shape_ok)
 
     with ThreadPoolExecutor(threads) as pool:
-        for index, status, header_ok, shape_ok in pool.map(check, jobs):
-            records.at[index, "rec_status"] = status
-            records.at[index, "rec_header_ok"] = header_ok
-            records.at[index, "rec_shape_ok"] = shape_ok
+        for index, values in pool.map(check, jobs):
+            for col, value in zip(VERIFY_COLUMNS, values, strict=True):
+                records.at[index, col] = value
     log.info("quality: re-read and decoded %d records from the .rec files", len(jobs))
     return records
 
@@ -329,7 +333,7 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
                          ("decode_status", None)):
         if col not in rec.columns:
             rec[col] = default
-    for col in ("rec_status", "rec_header_ok", "rec_shape_ok"):
+    for col in VERIFY_COLUMNS:
         if col not in rec.columns:
             rec[col] = None
     rec["record"] = rec["split"].astype(str) + "/" + rec["key"].astype(str)
@@ -380,9 +384,10 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
         for col in ("mask_key", "mask_height", "mask_width"):
             if col not in rec.columns:
                 rec[col] = np.nan
-        rec["mask_size_ok"] = ((rec["mask_height"] == rec["height"])
-                               & (rec["mask_width"] == rec["width"]))
-        rec.loc[rec["mask_key"].isna(), "mask_size_ok"] = None
+        size_ok = ((rec["mask_height"] == rec["height"])
+                   & (rec["mask_width"] == rec["width"])).astype(object)
+        size_ok[rec["mask_key"].isna()] = None  # a missing mask is reported once, as missing
+        rec["mask_size_ok"] = size_ok
     # list/dict columns (mask_values, class_pixels) are summarised above; GX fingerprints
     # frames by hashing cells, which lists and dicts do not support
     nested = [c for c in rec.columns if rec[c].map(lambda v: isinstance(v, list | dict)).any()]
@@ -569,9 +574,9 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
         add("splits", "index", ".idx entries equal manifest records",
             gxe.ExpectColumnPairValuesToBeEqual, column_A="manifest_records",
             column_B="idx_entries", ignore_row_if="neither")
-    if rec["rec_header_ok"].notna().any():
-        add("records", "index", "record at the offset has the key and label of the manifest",
-            gxe.ExpectColumnValuesToBeInSet, column="rec_header_ok", value_set=[True])
+    if rec["rec_id_ok"].notna().any():
+        add("records", "index", "record at the offset has the manifest's key as header id",
+            gxe.ExpectColumnValuesToBeInSet, column="rec_id_ok", value_set=[True])
     if frames["splits"]["summary_records"].notna().any():
         add("splits", "index", "summary.json counts equal manifest records",
             gxe.ExpectColumnPairValuesToBeEqual, column_A="manifest_records",
@@ -590,6 +595,9 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
         add("records", "labels", "class_name is classes.json's name for the label",
             gxe.ExpectColumnPairValuesToBeEqual, column_A="class_name",
             column_B="expected_class_name")
+    if rec["rec_label_ok"].notna().any():
+        add("records", "labels", "record header label equals the manifest label",
+            gxe.ExpectColumnValuesToBeInSet, column="rec_label_ok", value_set=[True])
     if "mask_values_ok" in rec.columns:
         add("records", "labels", "mask values within 0..N-1 or the ignore label",
             gxe.ExpectColumnValuesToBeInSet, column="mask_values_ok", value_set=[True])
@@ -850,16 +858,16 @@ def _short(v) -> str:
 def _evidence_line(frame: str, df: pd.DataFrame, what: str, result) -> str:
     r = result.result or {}
     if result.exception_info and result.exception_info.get("raised_exception"):
-        return f"{what}: error {result.exception_info.get('exception_message')}"[:300]
+        return f"{what}: error {result.exception_info.get('exception_message')}"[:MAX_TEXT]
     rows = r.get("partial_unexpected_index_list") or []
     if rows:
         shown = ", ".join(_row_label(frame, df, i) for i in rows[:MAX_EVIDENCE])
         n = r.get("unexpected_count", len(rows))
-        return f"{what}: {n} of {r.get('element_count')} unexpected, e.g. {shown}"[:300]
+        return f"{what}: {n} of {r.get('element_count')} unexpected, e.g. {shown}"[:MAX_TEXT]
     if "observed_value" in r:
-        return f"{what}: observed {r['observed_value']}"[:300]
+        return f"{what}: observed {r['observed_value']}"[:MAX_TEXT]
     vals = r.get("partial_unexpected_list") or []
-    return f"{what}: unexpected {vals[:MAX_EVIDENCE]}"[:300]
+    return f"{what}: unexpected {vals[:MAX_EVIDENCE]}"[:MAX_TEXT]
 
 
 def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
@@ -956,7 +964,9 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
 
 def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
     """Pairs are better evidence than rows for the split checks."""
-    rec = frames["records"]
+    rec = frames.get("records")
+    if rec is None:
+        return []
     out: list[str] = []
     if name == "split_content":
         dup = rec[rec["content_splits"] > 1].groupby("source_sha256")
@@ -978,7 +988,7 @@ def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
     elif name == "split_keys":
         for key, g in list(rec[rec["source_key_splits"] > 1].groupby("source_key"))[:MAX_EVIDENCE]:
             out.append(f"{key}: in " + ", ".join(g["record"]))
-    return [s[:300] for s in out]
+    return [s[:MAX_TEXT] for s in out]
 
 
 def _summarise(frames, plans, results, not_run, quality, num_classes, skip=()) -> dict:
@@ -1010,7 +1020,7 @@ def _summarise(frames, plans, results, not_run, quality, num_classes, skip=()) -
             evidence += [_evidence_line(p.frame, frames[p.frame], p.what, r) for p, r in failed]
             entry.update(
                 status="passed" if ok else ("failed" if sev == "fail" else "warning"),
-                success=ok, observed=_observed(c.name, frames, quality, num_classes)[:300],
+                success=ok, observed=_observed(c.name, frames, quality, num_classes)[:MAX_TEXT],
                 evidence=evidence[:MAX_EVIDENCE], expectations=len(pairs),
                 docs_page=f"validations/{SUITE_PREFIX}-{pairs[0][0].frame}")
             if c.name in not_run:
@@ -1147,11 +1157,23 @@ def upload_data_docs(docs_dir: str | Path, dest_uri: str, threads: int = 8) -> s
     return index
 
 
-def write_result(result: dict, uri: str) -> None:
-    """Store the gate's result dict (``quality.json``) next to the dataset or in staging."""
+def run_and_upload(prefix: str, quality: QualitySpec | dict | None = None, *, docs_uri: str,
+                   **kwargs) -> dict:
+    """The one call for a pipeline task: gate ``prefix``, upload Data Docs to ``docs_uri``.
+
+    Also writes the result as ``<docs_uri>/quality.json``. With ``docs_uri`` under the run's
+    ``out/`` (e.g. ``out/quality``), publish copies the site next to the dataset version.
+    Returns the result with ``data_docs_uri`` set; raises nothing on failed checks (see
+    :func:`enforce`).
+    """
     from recforge import storage
 
-    storage.write_json(uri, result)
+    with tempfile.TemporaryDirectory(prefix="recforge-docs-") as tmp:
+        result = run_quality_gate(prefix, quality, docs_dir=tmp, **kwargs)
+        result["data_docs_uri"] = upload_data_docs(tmp, docs_uri)
+    result["data_docs"] = result["data_docs_uri"]
+    storage.write_json(storage.join(docs_uri, "quality.json"), result)
+    return result
 
 
 # ----------------------------------------------------------------------------- CLI
