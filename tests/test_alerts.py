@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 from recforge import alerts
-from recforge.alerts import AlertSpec, QualityNotifier, SmtpSettings, build_alert, dispatch
+from recforge.alerts import AlertSpec, SmtpSettings, build_alert, dispatch
+from recforge.notifier import QualityNotifier
 from recforge.quality import QualityGateFailed
 
 DOCS = "https://data.example.com/datasets/demo/v1/quality/index.html"
@@ -187,17 +188,22 @@ def airflow_smtp(smtp_server, monkeypatch):
     return inbox
 
 
-def _context(exception=None, xcom=None):
-    ti = SimpleNamespace(task_id="validate", log_url=LOG,
-                         xcom_pull=lambda task_ids=None, key="return_value": xcom)
-    return {"ti": ti, "run_id": "scheduled__2026-01-01T02:00:00+00:00", "exception": exception}
+def _context(exception=None, xcom=None, state="success", with_exception_key=True):
+    """What Airflow hands a task callback (the parts the notifier reads)."""
+    ti = SimpleNamespace(task_id="validate", log_url=LOG, state=state,
+                         xcom_pull=lambda task_ids=None, key="return_value": xcom.get(key)
+                         if xcom else None)
+    context = {"ti": ti, "run_id": "scheduled__2026-01-01T02:00:00+00:00"}
+    if with_exception_key:
+        context["exception"] = exception
+    return context
 
 
 def test_notifier_sends_gate_failure_through_airflow_connection(airflow_smtp, webhook_server):
     url, posted = webhook_server
     notifier = QualityNotifier({"emails": ["data-eng@example.com"], "webhook_url": url,
                                 "smtp_conn_id": "recforge_smtp"}, dataset="demo")
-    notifier(_context(exception=QualityGateFailed(gate_result())))
+    notifier(_context(exception=QualityGateFailed(gate_result()), state="failed"))
     (sender, rcpts, msg), = airflow_smtp
     assert sender == "airflow@example.com" and rcpts == ["data-eng@example.com"]
     assert "quality gate FAILED (labels)" in msg["Subject"]
@@ -210,7 +216,8 @@ def test_notifier_sends_gate_failure_through_airflow_connection(airflow_smtp, we
 def test_notifier_reports_any_task_error(airflow_smtp):
     notifier = QualityNotifier(AlertSpec(emails=("a@example.com",), smtp_conn_id="recforge_smtp"),
                                dataset="demo")
-    notifier(_context(exception=RuntimeError("merge: counts do not reconcile: 1 lost")))
+    notifier(_context(exception=RuntimeError("merge: counts do not reconcile: 1 lost"),
+                      state="failed"))
     (_, _, msg), = airflow_smtp
     assert msg["Subject"] == "[recforge] demo scheduled__2026-01-01T02:00:00+00:00: run FAILED"
     assert "task validate failed: RuntimeError: merge: counts do not reconcile" in \
@@ -220,9 +227,23 @@ def test_notifier_reports_any_task_error(airflow_smtp):
 def test_notifier_on_success_reads_the_result_from_xcom(airflow_smtp):
     notifier = QualityNotifier({"emails": ["a@example.com"], "smtp_conn_id": "recforge_smtp",
                                 "on_success": True}, dataset="demo")
-    notifier(_context(xcom=gate_result(ok=True)))
+    notifier(_context(xcom={"return_value": gate_result(ok=True)}))
     (_, _, msg), = airflow_smtp
     assert "passed with warnings (class_balance)" in msg["Subject"]
+
+
+def test_notifier_without_exception_in_context_reads_xcom(airflow_smtp):
+    """dag.test() runs callbacks without context['exception']: the XCom 'quality' pushed by
+    quality.enforce(result, ti) still names the failed check; without it, a plain error."""
+    notifier = QualityNotifier({"emails": ["a@example.com"], "smtp_conn_id": "recforge_smtp"},
+                               dataset="demo")
+    notifier(_context(xcom={"quality": gate_result()}, state="TaskInstanceState.FAILED",
+                      with_exception_key=False))
+    notifier(_context(state="failed", with_exception_key=False))
+    (_, _, first), (_, _, second) = airflow_smtp
+    assert "quality gate FAILED (labels)" in first["Subject"]
+    assert second["Subject"].endswith("run FAILED")
+    assert "task validate failed (see the task log)" in _body(second)[0]
 
 
 def test_alert_spec_validation():

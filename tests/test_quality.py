@@ -242,9 +242,9 @@ def test_quality_spec_rejects_unknown_check():
 
 
 def test_importing_quality_stays_light():
-    """spec.py will import QualitySpec at DAG parse time: no GX, pandas or cv2 there."""
-    code = ("import sys, recforge.quality, recforge.alerts; "
-            "print([m for m in ('great_expectations', 'pandas', 'cv2') if m in sys.modules])")
+    """spec.py will import QualitySpec and AlertSpec at DAG parse time and in the CLI."""
+    code = ("import sys, recforge.quality, recforge.alerts; print([m for m in "
+            "('great_expectations', 'pandas', 'cv2', 'airflow') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(Path(q.__file__).parents[1])})
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -4,8 +4,9 @@ One :class:`Alert` names the dataset, the run, each failed (and warned) check wi
 observed value, and links to the Data Docs and the task log. It goes out as an email over
 SMTP and as a Slack-style incoming-webhook POST (``{"text": ..., "blocks": [...]}``, which
 Slack, Mattermost and Rocket.Chat accept). The plain functions work without Airflow; in
-Airflow, :class:`QualityNotifier` is a task ``on_failure_callback`` / ``on_success_callback``
-that sends email through an Airflow SMTP connection.
+Airflow, ``recforge.notifier.QualityNotifier`` is the task callback that sends them, with
+email through an Airflow SMTP connection. This module imports no Airflow: ``spec.py`` imports
+:class:`AlertSpec` at DAG parse time and the CLI must start fast.
 
 Configured per dataset by the spec's ``alerts`` field (:class:`AlertSpec`). The webhook URL is
 a secret: write it as ``${ENV_VAR}`` in the spec and set the variable on the workers.
@@ -311,67 +312,3 @@ def dispatch(alert: Alert, spec: AlertSpec | dict, smtp: SmtpSettings | None = N
             log.error("alert webhook failed: %s", exc)
             sent["errors"].append(f"webhook: {exc}")
     return sent
-
-
-# ----------------------------------------------------------------------------- Airflow
-
-try:  # Airflow 3 task SDK; the plain functions above work without it
-    from airflow.sdk import BaseNotifier as _NotifierBase
-except ImportError:  # pragma: no cover - Airflow is in requirements.txt
-    _NotifierBase = object
-
-
-class QualityNotifier(_NotifierBase):
-    """Task callback that alerts with the gate's result, the Data Docs link and the log link.
-
-    Use as ``on_failure_callback`` (and ``on_success_callback`` for success/warning
-    notices) of the task that runs the gate. The result comes from the exception
-    (:class:`recforge.quality.QualityGateFailed` carries it) or, on success, from the task's
-    return value in XCom; any other exception is reported as a run error.
-    """
-
-    template_fields = ("dataset",)
-
-    def __init__(self, alerts: AlertSpec | dict, dataset: str, docs_url: str | None = None,
-                 smtp: SmtpSettings | None = None):
-        if _NotifierBase is not object:
-            super().__init__()
-        self.alerts = alerts if isinstance(alerts, AlertSpec) else AlertSpec.model_validate(alerts)
-        self.dataset = dataset
-        self.docs_url = docs_url
-        self.smtp = smtp
-
-    def alert_from_context(self, context: dict) -> Alert:
-        ti = context.get("ti") or context.get("task_instance")
-        exc = context.get("exception")
-        result = getattr(exc, "result", None)
-        if result is None and exc is None and ti is not None:
-            try:
-                pulled = ti.xcom_pull(task_ids=ti.task_id)
-                result = pulled if isinstance(pulled, dict) and "checks" in pulled else None
-            except Exception as err:  # the alert matters more than the XCom
-                log.warning("could not read the gate result from XCom: %s", err)
-        run = context.get("run_id") or getattr(context.get("dag_run"), "run_id", None)
-        log_url = None
-        if ti is not None:
-            try:
-                log_url = ti.log_url
-            except Exception as err:
-                log.warning("no log URL for the task: %s", err)
-        error = None
-        if exc is not None and result is None:
-            task = getattr(ti, "task_id", "?")
-            error = f"task {task} failed: {type(exc).__name__}: {exc}"
-        return build_alert(result, dataset=self.dataset, run=run, docs_url=self.docs_url,
-                           log_url=log_url, error=error)
-
-    def notify(self, context) -> None:
-        alert = self.alert_from_context(context)
-        sent = dispatch(alert, self.alerts, self.smtp)
-        if sent["errors"]:
-            log.error("some alerts were not delivered: %s", sent["errors"])
-
-    def __call__(self, *args) -> None:
-        if _NotifierBase is not object:
-            return super().__call__(*args)
-        return self.notify(args[0])

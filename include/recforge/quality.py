@@ -47,6 +47,7 @@ SITE_NAME = "recforge"
 MAX_EVIDENCE = 5
 MAX_TEXT = 240  # characters per observed value or evidence line (XCom stays small)
 SUITE_PREFIX = "checklist"
+RESULT_XCOM_KEY = "quality"  # enforce(result, ti) pushes the result here for the notifier
 # the column that names a row in each frame: shown for unexpected rows in Data Docs
 ROW_ID = {"records": "record", "sources": "source_key", "classes": "class_name",
           "splits": "split"}
@@ -1120,8 +1121,14 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
     return result
 
 
-def enforce(result: dict) -> dict:
-    """Raise :class:`QualityGateFailed` if a ``fail`` check failed; else return the result."""
+def enforce(result: dict, ti=None) -> dict:
+    """Raise :class:`QualityGateFailed` if a ``fail`` check failed; else return the result.
+
+    With an Airflow task instance ``ti``, first push the result as XCom ``quality``, so the
+    failure callback finds it even where the callback context carries no exception.
+    """
+    if ti is not None:
+        ti.xcom_push(key=RESULT_XCOM_KEY, value=result)
     if not result["ok"]:
         raise QualityGateFailed(result)
     return result
