@@ -292,7 +292,11 @@ def write_packed(root: Path, corrupt_key: int | None = None) -> None:
 
 
 def test_gate_on_a_packed_folder_rereads_records(tmp_path, docs):
+    import shutil
+
     write_packed(tmp_path)
+    for ext in ("idx", "rec"):  # segmentation's mask files are not a split of their own
+        shutil.copy(tmp_path / f"val.{ext}", tmp_path / f"val_mask.{ext}")
     result = q.run_quality_gate(str(tmp_path), QualitySpec(class_balance_min_ratio=0.0),
                                 docs_dir=docs, pack={"resize": 0, "color": 1})
     assert result["ok"], q.format_table(result)

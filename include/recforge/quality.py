@@ -205,20 +205,21 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         sources = storage.read_jsonl(storage.join(prefix, "source_manifest.jsonl"))
     else:
         sources = source_manifest
+    # <split>.idx/.rec; segmentation's <split>_mask.* are masks, not splits
+    splits = {n[:-4] for n in names if n.endswith(".idx") and not n[:-4].endswith("_mask")}
     idx = {}
     with tempfile.TemporaryDirectory(prefix="recforge-quality-") as tmp:
-        for name in names:
-            if name.endswith(".idx"):
-                local = Path(tmp) / name
-                storage.download(storage.join(prefix, name), local)
-                idx[name[:-4]] = recordio.read_idx(local)
+        for split in sorted(splits):
+            local = Path(tmp) / f"{split}.idx"
+            storage.download(storage.join(prefix, f"{split}.idx"), local)
+            idx[split] = recordio.read_idx(local)
     return GateInputs(
         records=storage.read_jsonl(storage.join(prefix, "records.jsonl")),
         quarantine=(storage.read_jsonl(storage.join(prefix, "quarantine.jsonl"))
                     if "quarantine.jsonl" in names else []),
         sources=sources, classes=opt_json("classes.json"), summary=opt_json("summary.json"),
         idx=idx,
-        rec_uris={n[:-4]: storage.join(prefix, n) for n in names if n.endswith(".rec")},
+        rec_uris={s: storage.join(prefix, f"{s}.rec") for s in splits if f"{s}.rec" in names},
     )
 
 
@@ -236,8 +237,8 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
 
     Adds ``rec_status`` (ok / bad_record / undecodable), ``rec_id_ok`` and ``rec_label_ok``
     (the header's id and label equal the manifest's) and ``rec_shape_ok`` (decoded shape
-    equals the manifest's);
-    rows not sampled stay null, which GX counts as missing, not as failures.
+    equals the manifest's). Rows not sampled stay null: GX counts them as missing, not as
+    failures.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -280,13 +281,16 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             if got is None:
                 raise recordio.RecordIOError(f"no record at byte {start}")
             header, img_bytes = recordio.unpack_image_record(got[0])
-        except (recordio.RecordIOError, OSError) as exc:
+        except Exception as exc:  # bad framing, a range past the end, a read error: all "bad"
             log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
             return index, ("bad_record", False, None, None)
         label = header.label[0] if isinstance(header.label, tuple) else header.label
         id_ok = header.id == int(row["key"])
         label_ok = _label_equal(label, row.get("label"))
-        img = cv2.imdecode(np.frombuffer(img_bytes, np.uint8), cv2.IMREAD_UNCHANGED)
+        try:
+            img = cv2.imdecode(np.frombuffer(img_bytes, np.uint8), cv2.IMREAD_UNCHANGED)
+        except cv2.error:
+            img = None
         if img is None:
             return index, ("undecodable", id_ok, label_ok, None)
         c = 1 if img.ndim == 2 else img.shape[2]
