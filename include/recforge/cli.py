@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "recforge.sampledata",
     "recforge.demo",
     "recforge.loaderbench",
+    "recforge.quality",
 ]
 
 

@@ -219,3 +219,18 @@ def copy(src_uri: str, dst_uri: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         download(src_uri, Path(tmp) / "obj")
         upload(Path(tmp) / "obj", dst_uri)
+
+
+def get_range(uri: str, start: int, length: int) -> bytes:
+    """``length`` bytes from byte ``start`` (fewer at the end of the object): one ranged GET
+    on S3, so checking a sample of records never downloads a whole ``.rec``."""
+    if length <= 0:
+        return b""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        resp = s3_client().get_object(Bucket=bucket, Key=key,
+                                      Range=f"bytes={start}-{start + length - 1}")
+        return resp["Body"].read()
+    with open(local_path(uri), "rb") as f:
+        f.seek(start)
+        return f.read(length)

@@ -1,0 +1,314 @@
+"""Alerts: tell people when a build fails its quality gate (or fails at all), with evidence.
+
+One :class:`Alert` names the dataset, the run, each failed (and warned) check with its
+observed value, and links to the Data Docs and the task log. It goes out as an email over
+SMTP and as a Slack-style incoming-webhook POST (``{"text": ..., "blocks": [...]}``, which
+Slack, Mattermost and Rocket.Chat accept). The plain functions work without Airflow; in
+Airflow, ``recforge.notifier.QualityNotifier`` is the task callback that sends them, with
+email through an Airflow SMTP connection. This module imports no Airflow: ``spec.py`` imports
+:class:`AlertSpec` at DAG parse time and the CLI must start fast.
+
+Configured per dataset by the spec's ``alerts`` field (:class:`AlertSpec`). The webhook URL is
+a secret: write it as ``${ENV_VAR}`` in the spec and set the variable on the workers.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import re
+import smtplib
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+log = logging.getLogger(__name__)
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
+ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+MAX_CHECKS_IN_ALERT = 15
+
+
+class AlertSpec(BaseModel):
+    """The spec's ``alerts`` field: who hears about a build, and when."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    emails: tuple[str, ...] = Field((), description="recipients of alert emails")
+    webhook_url: str | None = Field(
+        None, description="Slack-style incoming webhook; write '${ENV_VAR}' to keep the secret "
+        "out of the spec")
+    on_success: bool = Field(False, description="also notify when the gate passes")
+    on_warning: bool = Field(True, description="notify when the gate passes with warnings")
+    smtp_conn_id: str = Field("smtp_default", description="Airflow SMTP connection for email")
+    from_email: str | None = Field(
+        None, description="sender; default: the connection's from_email, else recforge@<host>")
+
+    @field_validator("emails")
+    @classmethod
+    def _emails_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [e for e in v if not EMAIL_RE.match(e)]
+        if bad:
+            raise ValueError(f"not email addresses: {bad}; write e.g. ['data-eng@example.com']")
+        return v
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _url_ok(cls, v: str | None) -> str | None:
+        if v is not None and not (ENV_REF.match(v) or v.startswith(("http://", "https://"))):
+            raise ValueError(f"webhook_url {v!r} must be an http(s) URL or '${{ENV_VAR}}'")
+        return v
+
+    def resolved_webhook_url(self) -> str | None:
+        """The URL with a ``${ENV_VAR}`` reference replaced by the variable's value."""
+        if self.webhook_url is None:
+            return None
+        m = ENV_REF.match(self.webhook_url)
+        if not m:
+            return self.webhook_url
+        value = os.environ.get(m.group(1))
+        if not value:
+            raise RuntimeError(f"alerts.webhook_url refers to ${{{m.group(1)}}}, which is not set "
+                               "on this worker; set it or remove webhook_url from the spec")
+        return value
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """A mail server for use without Airflow (in Airflow, use an SMTP connection)."""
+
+    host: str
+    port: int = 25
+    from_email: str = "recforge@localhost"
+    starttls: bool = False
+    ssl: bool = False
+    username: str | None = None
+    password: str | None = None
+    timeout: float = 30.0
+
+
+@dataclass
+class Alert:
+    """What happened to one run, rendered as text, HTML and a webhook payload."""
+
+    dataset: str
+    run: str
+    status: str  # failed | warning | passed | error
+    checks: list[dict] = field(default_factory=list)  # failed first, then warned
+    docs_url: str | None = None
+    log_url: str | None = None
+    error: str | None = None
+
+    @property
+    def headline(self) -> str:
+        names = ", ".join(c["name"] for c in self.checks if c["status"] == "failed")
+        warned = ", ".join(c["name"] for c in self.checks if c["status"] == "warning")
+        return {
+            "failed": f"quality gate FAILED ({names})",
+            "warning": f"quality gate passed with warnings ({warned})",
+            "passed": "quality gate passed",
+            "error": "run FAILED",
+        }.get(self.status, self.status)
+
+    @property
+    def subject(self) -> str:
+        return f"[recforge] {self.dataset} {self.run}: {self.headline}"
+
+    def page_url(self, check: dict) -> str | None:
+        """The Data Docs page of a check's suite, next to the site's index.html."""
+        page = check.get("docs_page")
+        if not (page and self.docs_url and self.docs_url.endswith("index.html")):
+            return None
+        return self.docs_url[: -len("index.html")] + page
+
+    def _consequence(self) -> str | None:
+        if self.status == "failed":
+            return ("Nothing was published: latest.json still points at the previous version; "
+                    "the run's staging is kept for inspection.")
+        if self.status == "error":
+            return "The run stopped before publishing."
+        return None
+
+    def text(self) -> str:
+        lines = [f"Dataset: {self.dataset}", f"Run: {self.run}", f"Status: {self.headline}"]
+        if self._consequence():
+            lines.append(self._consequence())
+        if self.error and self.status == "error":
+            lines += ["", f"Error: {self.error}"]
+        for title, status in (("Failed checks", "failed"), ("Warnings", "warning")):
+            chosen = [c for c in self.checks if c["status"] == status]
+            if chosen:
+                lines += ["", f"{title}:"]
+                for c in chosen:
+                    lines.append(f"  - {c['item']} {c['name']} [{c['severity']}]: "
+                                 f"{c['observed']}")
+                    lines += [f"      {e}" for e in c.get("evidence", [])]
+                    if self.page_url(c):
+                        lines.append(f"      evidence: {self.page_url(c)}")
+        lines += ["", f"Data Docs: {self.docs_url or '(not available)'}",
+                  f"Task log: {self.log_url or '(not available)'}"]
+        return "\n".join(lines) + "\n"
+
+    def html(self) -> str:
+        e = html.escape
+        parts = [f"<h3>{e(self.dataset)}: {e(self.headline)}</h3>",
+                 f"<p>Run <code>{e(self.run)}</code></p>"]
+        if self._consequence():
+            parts.append(f"<p>{e(self._consequence())}</p>")
+        if self.error and self.status == "error":
+            parts.append(f"<pre>{e(self.error)}</pre>")
+        if self.checks:
+            parts.append("<table border='1' cellpadding='4'><tr><th>item</th><th>check</th>"
+                         "<th>severity</th><th>status</th><th>observed</th></tr>")
+            for c in self.checks:
+                url = self.page_url(c)
+                name = f"<a href='{e(url)}'>{e(c['name'])}</a>" if url else e(c["name"])
+                evidence = "".join(f"<br><small>{e(x)}</small>" for x in c.get("evidence", []))
+                parts.append(f"<tr><td>{e(c['item'])}</td><td>{name}</td>"
+                             f"<td>{e(c['severity'])}</td><td>{e(c['status'])}</td>"
+                             f"<td>{e(c['observed'])}{evidence}</td></tr>")
+            parts.append("</table>")
+        links = []
+        if self.docs_url:
+            links.append(f"<a href='{e(self.docs_url)}'>Data Docs</a>")
+        if self.log_url:
+            links.append(f"<a href='{e(self.log_url)}'>Task log</a>")
+        if links:
+            parts.append("<p>" + " · ".join(links) + "</p>")
+        return "\n".join(parts)
+
+    def webhook_payload(self) -> dict:
+        """Slack incoming-webhook JSON: ``text`` (the fallback every client shows) + blocks."""
+        lines = [f"*{self.dataset}* `{self.run}`: {self.headline}"]
+        if self._consequence():
+            lines.append(self._consequence())
+        if self.error and self.status == "error":
+            lines.append(f"```{self.error[:1500]}```")
+        for c in self.checks:
+            lines.append(f"• {c['item']} *{c['name']}* [{c['severity']}, {c['status']}]: "
+                         f"{c['observed']}")
+        links = []
+        if self.docs_url:
+            links.append(f"<{self.docs_url}|Data Docs>")
+        if self.log_url:
+            links.append(f"<{self.log_url}|Task log>")
+        if links:
+            lines.append(" · ".join(links))
+        text = "\n".join(lines)
+        return {"text": text,
+                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}}]}
+
+
+def build_alert(result: dict | None, *, dataset: str | None = None, run: str | None = None,
+                docs_url: str | None = None, log_url: str | None = None,
+                error: BaseException | str | None = None) -> Alert:
+    """An :class:`Alert` from a quality-gate result dict, or from an error if there is none."""
+    result = result or {}
+    checks = []
+    for status in ("failed", "warning"):
+        for name, c in (result.get("checks") or {}).items():
+            if c.get("status") == status:
+                checks.append({"name": name, **c})
+    if result:
+        status = "failed" if not result.get("ok", True) else (
+            "warning" if result.get("warned") else "passed")
+    else:
+        status = "error" if error is not None else "passed"
+    return Alert(
+        dataset=dataset or result.get("dataset") or "(unknown dataset)",
+        run=run or result.get("run") or "(unknown run)",
+        status=status, checks=checks[:MAX_CHECKS_IN_ALERT],
+        docs_url=docs_url or result.get("data_docs_uri") or result.get("data_docs"),
+        log_url=log_url, error=None if error is None else str(error)[:4000],
+    )
+
+
+def email_message(alert: Alert, to: Iterable[str], from_email: str) -> EmailMessage:
+    msg = EmailMessage()
+    msg["Subject"] = alert.subject
+    msg["From"] = from_email
+    msg["To"] = ", ".join(to)
+    msg.set_content(alert.text())
+    msg.add_alternative(alert.html(), subtype="html")
+    return msg
+
+
+def send_email(alert: Alert, to: Iterable[str], smtp: SmtpSettings) -> None:
+    """Send the alert (text + HTML) through a mail server, without Airflow."""
+    to = list(to)
+    if not to:
+        raise ValueError("send_email: no recipients; set alerts.emails in the spec")
+    cls = smtplib.SMTP_SSL if smtp.ssl else smtplib.SMTP
+    with cls(smtp.host, smtp.port, timeout=smtp.timeout) as client:
+        if smtp.starttls:
+            client.starttls()
+        if smtp.username:
+            client.login(smtp.username, smtp.password or "")
+        client.send_message(email_message(alert, to, smtp.from_email))
+    log.info("alert email sent to %s via %s:%d", to, smtp.host, smtp.port)
+
+
+def send_email_via_connection(alert: Alert, to: Iterable[str], conn_id: str = "smtp_default",
+                              from_email: str | None = None) -> None:
+    """Send the alert through an Airflow SMTP connection (host, port, login, TLS extras)."""
+    from airflow.providers.smtp.hooks.smtp import SmtpHook
+
+    to = list(to)
+    with SmtpHook(smtp_conn_id=conn_id) as hook:
+        sender = from_email or hook.from_email or f"recforge@{hook.host or 'localhost'}"
+        hook._smtp_client.send_message(email_message(alert, to, sender))
+    log.info("alert email sent to %s via Airflow connection %s", to, conn_id)
+
+
+def post_webhook(alert: Alert, url: str, timeout: float = 15.0) -> int:
+    """POST the alert as Slack-style JSON; returns the HTTP status, raises on non-2xx."""
+    body = json.dumps(alert.webhook_payload()).encode("utf-8")
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (URL from the spec)
+        status = resp.status
+    log.info("alert webhook answered %d", status)
+    return status
+
+
+def should_send(alert: Alert, spec: AlertSpec) -> bool:
+    if alert.status in ("failed", "error"):
+        return True
+    if alert.status == "warning":
+        return spec.on_warning or spec.on_success
+    return spec.on_success
+
+
+def dispatch(alert: Alert, spec: AlertSpec | dict, smtp: SmtpSettings | None = None) -> dict:
+    """Send the alert on every configured channel; one channel failing does not stop the other.
+
+    Email goes through ``smtp`` when given, else through the Airflow connection
+    ``spec.smtp_conn_id``. Returns what was sent and what failed (the errors, as text).
+    """
+    spec = spec if isinstance(spec, AlertSpec) else AlertSpec.model_validate(spec)
+    sent: dict[str, Any] = {"email": False, "webhook": False, "errors": []}
+    if not should_send(alert, spec):
+        return sent
+    if spec.emails:
+        try:
+            if smtp is not None:
+                send_email(alert, spec.emails, smtp)
+            else:
+                send_email_via_connection(alert, spec.emails, spec.smtp_conn_id, spec.from_email)
+            sent["email"] = True
+        except Exception as exc:  # report, then try the webhook anyway
+            log.error("alert email to %s failed: %s", list(spec.emails), exc)
+            sent["errors"].append(f"email: {exc}")
+    if spec.webhook_url:
+        try:
+            post_webhook(alert, spec.resolved_webhook_url())
+            sent["webhook"] = True
+        except Exception as exc:
+            log.error("alert webhook failed: %s", exc)
+            sent["errors"].append(f"webhook: {exc}")
+    return sent

@@ -1,0 +1,85 @@
+"""Airflow adapter for alerts: a task callback that reports the quality gate's outcome.
+
+Attach ``QualityNotifier(spec.alerts, dataset=spec.name)`` as ``on_failure_callback`` (and
+``on_success_callback`` for success/warning notices) of the task that runs the gate. It builds
+the :class:`recforge.alerts.Alert` from the callback context and sends it with
+:func:`recforge.alerts.dispatch`; email goes through the Airflow SMTP connection named in the
+spec. Task callbacks run on the worker in Airflow 3, after the task.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from airflow.sdk import BaseNotifier
+
+from recforge.alerts import Alert, AlertSpec, SmtpSettings, build_alert, dispatch
+from recforge.quality import RESULT_XCOM_KEY
+
+log = logging.getLogger(__name__)
+
+
+def _pull_result(ti) -> dict | None:
+    """The gate's result from XCom: key ``quality`` (``quality.enforce(result, ti)`` pushes
+    it before raising), else the task's return value."""
+    for key in (RESULT_XCOM_KEY, "return_value"):
+        try:
+            pulled = ti.xcom_pull(task_ids=ti.task_id, key=key)
+        except Exception as err:  # the alert matters more than the XCom
+            log.warning("could not read XCom %r: %s", key, err)
+            continue
+        if isinstance(pulled, dict) and "checks" in pulled:
+            return pulled
+    return None
+
+
+class QualityNotifier(BaseNotifier):
+    """Task callback that alerts with the gate's result, the Data Docs link and the log link.
+
+    Use as ``on_failure_callback`` (and ``on_success_callback`` for success/warning
+    notices) of the task that runs the gate. The result comes from the exception
+    (:class:`recforge.quality.QualityGateFailed` carries it), else from XCom (key
+    ``quality``, pushed by ``quality.enforce(result, ti)``, or the return value); a task that
+    failed without a failed check is reported as a run error.
+    """
+
+    template_fields = ("dataset",)
+
+    def __init__(self, alerts: AlertSpec | dict, dataset: str, docs_url: str | None = None,
+                 smtp: SmtpSettings | None = None):
+        super().__init__()
+        self.alerts = alerts if isinstance(alerts, AlertSpec) else AlertSpec.model_validate(alerts)
+        self.dataset = dataset
+        self.docs_url = docs_url
+        self.smtp = smtp
+
+    def alert_from_context(self, context: dict) -> Alert:
+        ti = context.get("ti") or context.get("task_instance")
+        exc = context.get("exception")  # set by the worker; dag.test() leaves it out
+        state = str(getattr(ti, "state", "") or "").rsplit(".", 1)[-1].lower()
+        failed = exc is not None or state in ("failed", "up_for_retry")
+        result = getattr(exc, "result", None)
+        if result is None and ti is not None:
+            result = _pull_result(ti)
+        run = context.get("run_id") or getattr(context.get("dag_run"), "run_id", None)
+        log_url = None
+        if ti is not None:
+            try:
+                log_url = ti.log_url
+            except Exception as err:
+                log.warning("no log URL for the task: %s", err)
+        error = None
+        if failed and (result is None or result.get("ok", True)):
+            # the task failed for another reason than a failed check: report the error
+            task = getattr(ti, "task_id", "?")
+            error = (f"task {task} failed: {type(exc).__name__}: {exc}" if exc is not None
+                     else f"task {task} failed (see the task log)")
+            result = None
+        return build_alert(result, dataset=self.dataset, run=run, docs_url=self.docs_url,
+                           log_url=log_url, error=error)
+
+    def notify(self, context) -> None:
+        alert = self.alert_from_context(context)
+        sent = dispatch(alert, self.alerts, self.smtp)
+        if sent["errors"]:
+            log.error("some alerts were not delivered: %s", sent["errors"])

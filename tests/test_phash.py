@@ -1,0 +1,99 @@
+"""dHash: the same photo re-encoded or resized stays close, different photos stay far."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import skimage.data
+
+from recforge.phash import dhash, hamming, near_pairs, popcount64, to_uint64
+
+
+def _bgr(name: str) -> np.ndarray:
+    img = getattr(skimage.data, name)()
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    return np.ascontiguousarray(img[..., :3][..., ::-1])
+
+
+@pytest.fixture(scope="module")
+def astronaut() -> np.ndarray:
+    return _bgr("astronaut")
+
+
+def test_format_and_determinism(astronaut):
+    h = dhash(astronaut)
+    assert len(h) == 16 and int(h, 16) >= 0
+    assert dhash(astronaut.copy()) == h
+
+
+def test_survives_resize_recompression_and_brightness(astronaut):
+    h = dhash(astronaut)
+    small = cv2.resize(astronaut, None, fx=0.37, fy=0.37, interpolation=cv2.INTER_AREA)
+    jpeg = cv2.imdecode(cv2.imencode(".jpg", astronaut, [cv2.IMWRITE_JPEG_QUALITY, 40])[1],
+                        cv2.IMREAD_COLOR)
+    brighter = cv2.convertScaleAbs(astronaut, alpha=1.1, beta=8)
+    for variant in (small, jpeg, brighter):
+        assert hamming(h, dhash(variant)) <= 4
+
+
+def test_different_photos_are_far(astronaut):
+    h = dhash(astronaut)
+    for other in ("coffee", "chelsea", "rocket", "coins"):
+        assert hamming(h, dhash(_bgr(other))) >= 16, other
+
+
+def test_gray_equals_gray_bgr_and_bgra():
+    gray = skimage.data.camera()
+    bgr = cv2.cvtColor(gray, cv2.COLOR_GRAY2BGR)
+    bgra = cv2.cvtColor(gray, cv2.COLOR_GRAY2BGRA)
+    assert dhash(gray) == dhash(bgr) == dhash(bgra) == dhash(gray[:, :, None])
+
+
+def test_bits_follow_left_right_gradient():
+    ramp_down = np.tile(np.arange(90, 0, -1, dtype=np.uint8), (80, 1))  # brighter on the left
+    assert dhash(ramp_down) == "f" * 16
+    assert dhash(ramp_down[:, ::-1]) == "0" * 16
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.zeros((8, 8), np.float32), "uint8"),
+    (np.zeros((8, 8, 2), np.uint8), "2 channels"),
+    (np.zeros((0, 5), np.uint8), "empty"),
+    ([[1, 2]], "numpy"),
+])
+def test_rejects_bad_input(bad, match):
+    with pytest.raises(ValueError, match=match):
+        dhash(bad)
+
+
+def test_hamming():
+    assert hamming("0" * 16, "f" * 16) == 64
+    assert hamming("ff00000000000000", "0f00000000000001") == 5
+    with pytest.raises(ValueError, match="different length"):
+        hamming("ff", "fff")
+
+
+@pytest.mark.parametrize("threshold", [0, 2, 4, 7, 12])
+def test_near_pairs_equals_brute_force(threshold):
+    rng = np.random.default_rng(threshold)
+    a = rng.integers(0, 2**63, size=400, dtype=np.uint64) * np.uint64(2)
+    b = rng.integers(0, 2**63, size=150, dtype=np.uint64)
+    b[:20] = a[:20] ^ np.uint64(0b10110)  # 3 bits
+    b[20:25] = a[30:35]  # identical
+    b[25:30] = a[40:45] ^ np.uint64(0xFF00)  # 8 bits
+    ii, jj, dist = near_pairs(a, b, threshold)
+    full = popcount64(a[:, None] ^ b[None, :])
+    want_i, want_j = np.nonzero(full <= threshold)
+    assert sorted(zip(ii.tolist(), jj.tolist(), strict=True)) == \
+        sorted(zip(want_i.tolist(), want_j.tolist(), strict=True))
+    assert (dist == full[ii, jj]).all()
+
+
+def test_near_pairs_limits_work_and_handles_empty():
+    same = np.zeros(3000, dtype=np.uint64)
+    with pytest.raises(ValueError, match="lower quality.near_duplicate_hamming"):
+        near_pairs(same, same, 4, max_candidates=1_000_000)
+    assert all(len(x) == 0 for x in near_pairs(same[:0], same, 4))
+    assert to_uint64(["ffffffffffffffff"])[0] == np.uint64(2**64 - 1)
