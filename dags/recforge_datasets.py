@@ -4,8 +4,10 @@
 One DAG per dataset spec in `include/datasets/*.yaml` (dag_id `recforge__<name>`):
 
 ingest → flatten → remap labels → split & plan shards → pack (one mapped task per shard)
-→ merge → validate → loader benchmark (queue `gpu`) → publish (versioned, `latest.json`
-last) → Asset event.
+→ merge → validate → loader benchmark (queue `gpu`) → quality gate (Great Expectations,
+Data Docs) → publish (versioned, `latest.json` last) → Asset event. Segmentation specs add
+an RGB→ID mask conversion stage mapped over the shards before pack. Any failure alerts
+(email / webhook) as the spec's `alerts` section says.
 
 Every task body is one call into the `recforge` package; tasks exchange only URIs and
 counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
@@ -20,6 +22,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Asset, Param, dag, task
 
+from recforge.notifier import QualityNotifier
 from recforge.spec import DatasetSpec, load_all_specs
 
 
@@ -48,6 +51,7 @@ def _params(spec: DatasetSpec) -> dict[str, Param]:
 
 def build_dag(spec: DatasetSpec):
     dataset_asset = Asset(name=spec.dag_id, uri=f"{spec.publish.uri.rstrip('/')}/{spec.name}")
+    notify = QualityNotifier(spec.alerts, dataset=spec.name)
     s3_retries = {"retries": 3, "retry_delay": timedelta(seconds=20),
                   "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
@@ -58,7 +62,7 @@ def build_dag(spec: DatasetSpec):
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
-        default_args={"owner": spec.owner, **s3_retries},
+        default_args={"owner": spec.owner, "on_failure_callback": notify, **s3_retries},
         tags=["recforge", spec.task, *spec.tags],
         doc_md=__doc__,
         params=_params(spec),
@@ -119,6 +123,12 @@ def build_dag(spec: DatasetSpec):
             """Loader throughput on the GPU worker queue; gates publish on the spec's floors."""
             return stage(context, "recforge.pipeline.benchmark_run")
 
+        @task(on_success_callback=notify if spec.alerts.on_success else None,
+              execution_timeout=timedelta(hours=1))
+        def quality_gate(_: dict, **context) -> dict:
+            """The Great Expectations checklist; Data Docs are published with the dataset."""
+            return stage(context, "recforge.pipeline.quality_run", context["ti"])
+
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict | None:
             if context["params"].get("dry_run"):
@@ -130,7 +140,7 @@ def build_dag(spec: DatasetSpec):
         if seg:
             shard_ids = convert_masks.expand(shard_id=shard_ids)
         packed = pack.expand(shard_id=shard_ids)
-        publish(benchmark(validate(merge(packed))))
+        publish(quality_gate(benchmark(validate(merge(packed)))))
 
     return dataset_dag()
 

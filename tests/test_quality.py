@@ -49,7 +49,7 @@ def clean_inputs(sizes=(("train", 30), ("val", 9)), seed: int = 0,
                 "decode_status": "ok", "phash": f"{int(rng.integers(0, 2**63)):016x}",
             }
             if segmentation:
-                row.update(mask_key=k, mask_height=row["height"], mask_width=row["width"],
+                row.update(mask_record_key=k, mask_height=row["height"], mask_width=row["width"],
                            mask_values=[0, 1, 2, 255],
                            class_pixels={"0": 900, "1": 700, "2": 800})
             records.append(row)
@@ -173,7 +173,7 @@ def test_missing_mask_fails_masks(docs):
     clean = run(copy.deepcopy(inputs), docs, task="segmentation")
     assert clean["ok"], q.format_table(clean)
     assert clean["checks"]["masks"]["status"] == "passed"
-    inputs.records[3]["mask_key"] = None
+    inputs.records[3]["mask_record_key"] = None
     result = run(inputs, docs, task="segmentation")
     assert result["failed"] == ["masks"]
     assert "1 missing masks" in result["checks"]["masks"]["observed"]

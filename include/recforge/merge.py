@@ -106,6 +106,8 @@ def merge(run: Run) -> dict:
                   else [r["source_key"] for r in all_records])
         counts = reconcile(listed, packed, [e.source_key for e in entries])
     storage.write_json(run.output("classes.json"), storage.read_json(run.classes))
+    # the listing travels with the dataset, so `recforge check` can account per object later
+    storage.copy(run.source_manifest, run.output("source_manifest.jsonl"))
     storage.write_jsonl(run.output("records.jsonl"), all_records)
     storage.put_bytes(run.output("quarantine.jsonl"), quarantine.dumps(
         sorted(entries, key=lambda e: e.source_key)))

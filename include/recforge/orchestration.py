@@ -58,15 +58,19 @@ def fail_fast():
     from recforge.loaderbench import BenchFloorsFailed, LoaderBenchError
     from recforge.merge import ReconciliationError
     from recforge.publish import VersionExistsError
+    from recforge.quality import QualityGateFailed
     from recforge.validate import ValidationFailed
 
     try:
         yield
     except (SpecError, LabelMapError, ValidationFailed, ReconciliationError,
-            VersionExistsError, BenchFloorsFailed, LoaderBenchError) as exc:
+            VersionExistsError, BenchFloorsFailed, LoaderBenchError, QualityGateFailed) as exc:
         from airflow.exceptions import AirflowFailException
 
-        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        failure = AirflowFailException(f"{type(exc).__name__}: {exc}")
+        if hasattr(exc, "result"):  # the notifier reads the gate's result from the exception
+            failure.result = exc.result
+        raise failure from exc
 
 
 def run_stage(name: str, params: dict | None, run_id: str, fn_path: str, *args):

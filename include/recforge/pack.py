@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from recforge import quarantine, recordio, storage
+from recforge import phash, quarantine, recordio, storage
 from recforge.imaging import ImageRejected, PackOptions, process
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
@@ -70,6 +70,7 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                 "channels": img.channels, "label": row["label"], "class_name": row["class_name"],
                 "name": row["name"], "source_key": key, "source_etag": row["etag"],
                 "source_sha256": hashlib.sha256(data).hexdigest(), "decode_status": "ok",
+                "phash": phash.dhash_encoded(img.data),
             })
             if n % 200 == 0:
                 rate = n / max(time.monotonic() - started, 1e-9)

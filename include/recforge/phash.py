@@ -118,3 +118,13 @@ def near_pairs(a: np.ndarray, b: np.ndarray, max_distance: int,
     flat = np.unique(ii[keep] * len(b) + jj[keep])
     ii, jj = flat // len(b), flat % len(b)
     return ii, jj, popcount64(a[ii] ^ b[jj])
+
+
+def dhash_encoded(data: bytes) -> str | None:
+    """dHash of encoded image bytes (what a record holds), decoded as grey; None if the
+    bytes do not decode. Packing calls this on the record it wrote, so the hash describes
+    exactly the pixels a reader will get."""
+    import cv2
+
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE)
+    return None if img is None else dhash(img)

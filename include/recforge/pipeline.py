@@ -48,6 +48,28 @@ def benchmark_run(run: Run) -> dict:
         dataset_version=publish.choose_version(run), run_id=run.run_id)
 
 
+def quality_run(run: Run, ti=None) -> dict:
+    """The Great Expectations checklist over the merged output (and the loader benchmark's
+    results); Data Docs land in ``out/quality/`` and so are published next to the dataset.
+    Raises ``QualityGateFailed`` when a fail-severity check fails; returns a small summary."""
+    from recforge import quality, storage
+
+    spec = run.spec
+    bench_uri = run.output("bench.json")
+    result = quality.run_and_upload(
+        run.uri("out"), spec.quality, docs_uri=run.uri("out", "quality"),
+        source_manifest=run.source_manifest, pack=spec.pack, task=spec.task,
+        loader_results=storage.read_json(bench_uri) if storage.exists(bench_uri) else None,
+        dataset=spec.name, run_name=run.run_id)
+    log.info("quality gate: %s; Data Docs: %s", "passed" if result["ok"] else "FAILED",
+             result["data_docs_uri"])
+    log.info("checklist:\n%s", quality.format_table(result))
+    quality.enforce(result, ti)
+    return {"ok": result["ok"], "data_docs_uri": result["data_docs_uri"],
+            "failed": [n for n, c in result["checks"].items() if c["status"] == "failed"],
+            "warnings": [n for n, c in result["checks"].items() if c["status"] == "warning"]}
+
+
 def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = None,
           dry_run: bool = False) -> dict:
     run = Run(spec, run_id or new_run_id())
@@ -74,6 +96,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
     result["merge"] = merge.merge(run)
     result["validate"] = validate_run(run)
     result["bench"] = benchmark_run(run)
+    result["quality"] = quality_run(run)
     if dry_run:
         log.info("dry run: not publishing; the dataset stays in %s", run.uri("out"))
         result["publish"] = None

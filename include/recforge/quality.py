@@ -385,13 +385,13 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
         _near_duplicates(rec, quality.near_duplicate_hamming)
 
     # item 13
-    if task == "segmentation" or "mask_key" in rec.columns:
-        for col in ("mask_key", "mask_height", "mask_width"):
+    if task == "segmentation" or "mask_record_key" in rec.columns:
+        for col in ("mask_record_key", "mask_height", "mask_width"):
             if col not in rec.columns:
                 rec[col] = np.nan
         size_ok = ((rec["mask_height"] == rec["height"])
                    & (rec["mask_width"] == rec["width"])).astype(object)
-        size_ok[rec["mask_key"].isna()] = None  # a missing mask is reported once, as missing
+        size_ok[rec["mask_record_key"].isna()] = None  # a missing mask is reported once, as missing
         rec["mask_size_ok"] = size_ok
     # list/dict columns (mask_values, class_pixels) are summarised above; GX fingerprints
     # frames by hashing cells, which lists and dicts do not support
@@ -502,7 +502,8 @@ def _classes_frame(inputs: GateInputs, rec: pd.DataFrame, quality: QualitySpec,
         counts: dict[int, float] = {}
         for cp in part["class_pixels"].dropna():
             for k, v in cp.items():
-                counts[int(k)] = counts.get(int(k), 0) + float(v)
+                if int(k) != quality.ignore_label:  # ignored pixels are no class
+                    counts[int(k)] = counts.get(int(k), 0) + float(v)
         unit = "pixels"
     else:
         labels = pd.to_numeric(part["label"], errors="coerce").dropna()
@@ -667,9 +668,9 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
     # 13 masks
     if "mask_size_ok" in rec.columns:
         add("records", "masks", "mask present", gxe.ExpectColumnValuesToNotBeNull,
-            column="mask_key")
+            column="mask_record_key")
         add("records", "masks", "mask key equals image key", gxe.ExpectColumnPairValuesToBeEqual,
-            column_A="key", column_B="mask_key", ignore_row_if="either_value_is_missing")
+            column_A="key", column_B="mask_record_key", ignore_row_if="either_value_is_missing")
         add("records", "masks", "mask size equals image size", gxe.ExpectColumnValuesToBeInSet,
             column="mask_size_ok", value_set=[True])
     else:
@@ -693,6 +694,24 @@ def describe_batch(data) -> dict:
             "max": float(arr.max()) if arr.size else None}
 
 
+def from_bench_json(bench: dict) -> dict:
+    """``recforge.loaderbench``'s ``bench.json`` → the loader results this module checks.
+
+    Batches come from the benchmark's untimed value-check pass (every batch of one epoch);
+    throughput from its best measured setting."""
+    s = bench.get("summary", {})
+    per_batch = (bench.get("value_check") or {}).get("per_batch") or []
+    peak = s.get("gpu_memory_peak_bytes")
+    return {
+        "batches": [{"type": "NDArray", "dtype": b["dtype"], "shape": b["shape"],
+                     "min": b["min"], "max": b["max"]} for b in per_batch],
+        "images_per_sec": s.get("images_per_sec"),
+        "read_mb_per_sec": s.get("read_mb_per_sec"),
+        "gpu_mem_peak_mb": None if peak is None else peak / 1e6,
+        "device": s.get("device", (bench.get("device") or {}).get("kind", "cpu")),
+    }
+
+
 def loader_frames(results: dict) -> dict[str, pd.DataFrame]:
     """The loader benchmark's results → a per-batch table and a one-row summary table.
 
@@ -701,6 +720,8 @@ def loader_frames(results: dict) -> dict[str, pd.DataFrame]:
     """
     import pandas as pd
 
+    if "value_check" in results or "schema" in results:  # a bench.json as written
+        results = from_bench_json(results)
     batches = pd.DataFrame(results.get("batches") or [],
                            columns=["type", "dtype", "shape", "min", "max"])
     batches["shape"] = batches["shape"].map(lambda s: list(s) if s is not None else None)
@@ -945,9 +966,9 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         return (f"{len(hits)} records with a near-duplicate in another split "
                 f"(<= {quality.near_duplicate_hamming} bits){closest}")
     if name == "masks":
-        missing = int(rec["mask_key"].isna().sum())
+        missing = int(rec["mask_record_key"].isna().sum())
         size = int((rec["mask_size_ok"] == False).sum())  # noqa: E712  (None = no mask)
-        key = int((rec["mask_key"].notna() & (rec["mask_key"] != rec["key"])).sum())
+        key = int((rec["mask_record_key"].notna() & (rec["mask_record_key"] != rec["key"])).sum())
         return f"{missing} missing masks, {size} size mismatches, {key} key mismatches"
     lb, lsum = frames.get("loader_batches"), frames.get("loader")
     if name == "loader_dtype":

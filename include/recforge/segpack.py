@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recforge import quarantine, recordio, storage
+from recforge import phash, quarantine, recordio, storage
 from recforge.imaging import ImageRejected, PackOptions, decode, encode, resize_short_side
 from recforge.masks import (
     MaskConverter,
@@ -144,6 +144,12 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
                                                 for v in np.flatnonzero(counts)},
                 "source_sha256": hashlib.sha256(pair.image).hexdigest(),
                 "mask_sha256": hashlib.sha256(mask_bytes).hexdigest(), "decode_status": "ok",
+                # for the quality gate: the mask record and what it holds
+                "mask_record_key": pair.key, "mask_height": int(mask.shape[0]),
+                "mask_width": int(mask.shape[1]),
+                "mask_values": [int(v) for v in np.flatnonzero(counts)],
+                "class_pixels": {str(v): int(counts[v]) for v in np.flatnonzero(counts)},
+                "phash": phash.dhash(img),
             })
             if n % 200 == 0:
                 log.info("packed %d pairs (%.1f pairs/s)", n,

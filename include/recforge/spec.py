@@ -14,7 +14,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from recforge.loaderbench import BenchSpec  # noqa: E402  (light: pydantic models only)
+from recforge.alerts import AlertSpec  # light: pydantic models only
+from recforge.loaderbench import BenchSpec
+from recforge.quality import QualitySpec
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -144,6 +146,10 @@ class DatasetSpec(_Strict):
     pack: PackSpec = PackSpec()
     segmentation: SegmentationSpec | None = None
     publish: PublishSpec
+    quality: QualitySpec = Field(
+        QualitySpec(), description="the data-quality checklist: thresholds and severities"
+    )
+    alerts: AlertSpec = Field(AlertSpec(), description="who hears about failures, and how")
     bench: BenchSpec = Field(
         BenchSpec(), description="loader benchmark before publish: options and floors"
     )

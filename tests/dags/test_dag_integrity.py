@@ -74,6 +74,7 @@ def test_dag_settings(dagbag):
 def test_pipeline_order_and_asset(dagbag):
     dag = dagbag["dags"]["recforge__demo_classification"]["tasks"]
     chain = ["ingest", "flatten", "remap_labels", "split", "pack", "merge", "validate", "benchmark",
+             "quality_gate",
              "publish"]
     for a, b in zip(chain, chain[1:], strict=False):
         assert b in dag[a]["downstream"], (a, b)
