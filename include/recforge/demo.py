@@ -127,6 +127,18 @@ def _cmd(args) -> int:
           f"{summary['quarantined']}")
     for split, count in summary["splits"].items():
         print(f"  {split:<5} {count:>6} records")
+    bench = json.loads((local / "bench.json").read_text())["summary"]
+    print(f"loader benchmark ({bench['device']}): {bench['images_per_sec']:.0f} img/s with "
+          f"preprocess_threads={bench['preprocess_threads']}; bare decode of the same records "
+          f"{bench['bare_decode_images_per_sec']:.0f} img/s/thread (bench.json)")
+    checks = json.loads((local / "quality" / "quality.json").read_text())["checks"]
+    by_status: dict[str, list[str]] = {}
+    for name, check in checks.items():
+        by_status.setdefault(check["status"], []).append(name)
+    print("quality checklist: " + ", ".join(
+        f"{len(v)} {k}" + (f" ({', '.join(v)})" if k != "passed" else "")
+        for k, v in sorted(by_status.items())))
+    print(f"  Data Docs: {local / 'quality' / 'index.html'}")
     print("quarantined:")
     for line in (local / "quarantine.jsonl").read_text().splitlines():
         e = json.loads(line)
