@@ -437,7 +437,7 @@ def load_colormap(ref: str | Path, *, collision_rule: str | None = None,
     cmap = cmap.with_options(collision_rule=collision_rule, resolve=resolve,
                              ignore_index=ignore_index)
     for c in cmap.collisions:
-        log.info("colour map %s: %s", cmap.name, c.describe())
+        log.debug("colour map %s: %s", cmap.name, c.describe())
     return cmap
 
 

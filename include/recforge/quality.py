@@ -363,7 +363,7 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     names = (inputs.classes or {}).get("classes")
     labels = pd.to_numeric(rec["label"], errors="coerce")
     rec["label_is_integer"] = (labels == labels.round()) & labels.notna()
-    if names:
+    if names and task != "segmentation":  # segmentation records carry no image class
         rec["expected_class_name"] = labels.map(
             lambda v: names[int(v)] if pd.notna(v) and v == int(v) and 0 <= v < len(names)
             else "<no such id>")
@@ -453,6 +453,8 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     packed = rec["source_key"].value_counts()
+    if "mask_key" in rec.columns:  # segmentation: a record also packs its mask's source object
+        packed = packed.add(rec["mask_key"].dropna().value_counts(), fill_value=0)
     refused = pd.Series([q.get("source_key") for q in inputs.quarantine],
                         dtype=object).value_counts()
     if inputs.sources is None:
