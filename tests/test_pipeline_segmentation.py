@@ -1,0 +1,53 @@
+"""``recforge build`` on a segmentation spec (local storage, two pack processes)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from segdata import block_ids, coord_image, png
+from test_masks import cityscapes_color, expected_train_ids
+
+from recforge import pipeline
+from recforge.spec import parse_spec
+from tests.test_pipeline_s3 import SMALL_BENCH
+
+
+def test_build_segmentation_with_process_pool(tmp_path):
+    src = tmp_path / "src"
+    truth = {}
+    for n in range(9):
+        ids = block_ids(64, 48, [*range(34), 255], block=4, seed=10 + n)
+        img, mask = src / "img" / f"a/{n}.png", src / "lbl" / f"a/{n}_color.png"
+        img.parent.mkdir(parents=True, exist_ok=True)
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        # distinct photos: identical ones in two splits would (rightly) fail the quality gate
+        img.write_bytes(png(np.random.default_rng(n).integers(0, 256, (48, 64, 3), np.uint8)))
+        mask.write_bytes(png(cityscapes_color(ids)))
+        truth[f"img/a/{n}.png"] = ids
+    (src / "img" / "a" / "lonely.png").write_bytes(png(coord_image(64, 48)))  # no mask
+    spec = parse_spec({
+        "name": "city", "task": "segmentation",
+        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",
+                                               "mask_suffix": "_color.png"}},
+        "segmentation": {"colormap": "cityscapes"},
+        "splits": {"val_ratio": 0.3, "seed": 2},
+        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
+        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")},
+    })
+    result = pipeline.build(spec, run_id="seg1", workers=2)
+    summary = result["merge"]
+    assert summary["listed"] == 19 and summary["quarantined"] == 1
+    assert sum(summary["splits"].values()) == 9
+    assert result["quality"]["ok"], result["quality"]
+
+    out = tmp_path / "pub" / "city" / result["publish"]["version"]
+    from recforge.gluon import SegmentationRecordDataset
+
+    records = [json.loads(ln) for ln in (out / "records.jsonl").read_text().splitlines()]
+    for split in summary["splits"]:
+        ds = SegmentationRecordDataset.from_split(str(out), split)
+        by_key = {r["key"]: r["source_key"] for r in records if r["split"] == split}
+        for i, key in enumerate(ds.keys):
+            _, mask = ds[i]
+            np.testing.assert_array_equal(mask, expected_train_ids(truth[by_key[key]]))
