@@ -71,7 +71,8 @@ def build_dag(spec: DatasetSpec):
         def stage(context, fn_path: str, *args):
             from recforge.orchestration import run_stage
 
-            return run_stage(spec.name, context["params"], context["run_id"], fn_path, *args)
+            return run_stage(spec.name, context["params"], context["run_id"], fn_path, *args,
+                             ti=context["ti"])
 
         @task(execution_timeout=timedelta(minutes=30))
         def ingest(**context) -> dict:
@@ -127,7 +128,7 @@ def build_dag(spec: DatasetSpec):
               execution_timeout=timedelta(hours=1))
         def quality_gate(_: dict, **context) -> dict:
             """The Great Expectations checklist; Data Docs are published with the dataset."""
-            return stage(context, "recforge.pipeline.quality_run", context["ti"])
+            return stage(context, "recforge.pipeline.quality_run", context["ti"])  # pushes XCom
 
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict | None:

@@ -59,3 +59,27 @@ def test_same_image_in_train_and_val_blocks_publish_and_alerts(
     assert "index.html" in body  # the Data Docs link
     assert len(received) == 1
     assert "split_content" in json.dumps(received[0]["json"])
+
+
+def test_loader_below_its_floor_blocks_publish_and_alerts_with_numbers(
+        bucket, tmp_path, webhook_server):  # noqa: F811
+    hook_url, received = webhook_server
+    make_source(bucket)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    floors = {"cpu": {"min_images_per_sec": 1e9}, "gpu": {"min_images_per_sec": 1e9}}
+    (specs / "pets.yaml").write_text(yaml.safe_dump({
+        "name": "pets", "schedule": None,
+        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
+        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
+        "bench": {**SMALL_BENCH, "floors": floors},
+        "alerts": {"webhook_url": hook_url},
+    }))
+    env = demo.airflow_env(REPO, {"AIRFLOW_HOME": str(tmp_path / "airflow"),
+                                  "RECFORGE_SPECS_DIR": str(specs)})
+    ok, out = demo.run_dag_test("recforge__pets", env)
+    assert not ok and "BenchFloorsFailed" in out
+    assert not list(storage.list_objects(f"s3://{bucket}/datasets/pets"))
+    assert len(received) == 1, out[-3000:]
+    alert = json.dumps(received[0]["json"])
+    assert "benchmark" in alert and "is below the floor 1000000000" in alert

@@ -33,6 +33,18 @@ def _pull_result(ti) -> dict | None:
     return None
 
 
+def _pull_error(ti) -> str | None:
+    """The failure message a recforge task pushed before failing (``run_stage``)."""
+    from recforge.orchestration import ERROR_XCOM_KEY
+
+    try:
+        value = ti.xcom_pull(task_ids=ti.task_id, key=ERROR_XCOM_KEY)
+    except Exception as err:
+        log.warning("could not read XCom %r: %s", ERROR_XCOM_KEY, err)
+        return None
+    return value if isinstance(value, str) else None
+
+
 class QualityNotifier(BaseNotifier):
     """Task callback that alerts with the gate's result, the Data Docs link and the log link.
 
@@ -72,7 +84,9 @@ class QualityNotifier(BaseNotifier):
         if failed and (result is None or result.get("ok", True)):
             # the task failed for another reason than a failed check: report the error
             task = getattr(ti, "task_id", "?")
+            pushed = _pull_error(ti) if exc is None else None
             error = (f"task {task} failed: {type(exc).__name__}: {exc}" if exc is not None
+                     else f"task {task} failed: {pushed}" if pushed
                      else f"task {task} failed (see the task log)")
             result = None
         return build_alert(result, dataset=self.dataset, run=run, docs_url=self.docs_url,

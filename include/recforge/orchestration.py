@@ -73,14 +73,31 @@ def fail_fast():
         raise failure from exc
 
 
-def run_stage(name: str, params: dict | None, run_id: str, fn_path: str, *args):
-    """Run ``recforge.<module>.<function>(run, *args)`` for one Airflow task."""
+ERROR_XCOM_KEY = "recforge_error"
+
+
+def run_stage(name: str, params: dict | None, run_id: str, fn_path: str, *args, ti=None):
+    """Run ``recforge.<module>.<function>(run, *args)`` for one Airflow task.
+
+    With the task instance ``ti``, a failure's message is also pushed as XCom
+    ``recforge_error`` before the task fails, so the failure alert can quote it (with its
+    numbers) even where the callback context carries no exception (``dags test``)."""
     import importlib
 
     module, fn = fn_path.rsplit(".", 1)
-    with fail_fast():
-        run = run_for(name, params, run_id)
-        return getattr(importlib.import_module(module), fn)(run, *args)
+    try:
+        with fail_fast():
+            run = run_for(name, params, run_id)
+            return getattr(importlib.import_module(module), fn)(run, *args)
+    except Exception as exc:
+        if ti is not None:
+            cause = exc.__cause__ or exc
+            try:
+                ti.xcom_push(key=ERROR_XCOM_KEY,
+                             value=f"{type(cause).__name__}: {cause}"[:4000])
+            except Exception:  # the original failure matters more than its XCom copy
+                pass
+        raise
 
 
 def worker_hostname() -> str:
