@@ -436,22 +436,41 @@ def encode_all(cfg: Config, items, workers: int):
         return
     import multiprocessing
 
-    ctx = multiprocessing.get_context("fork")
+    import cv2
+
+    # OpenCV's thread pool does not survive fork: a child of a process whose pool has
+    # run deadlocks in its first parallel call. One thread in the parent while forking.
+    parent_threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    ctx = multiprocessing.get_context("fork")  # workers start in ms and share the imports
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(cfg,))
     window: collections.deque = collections.deque()
     try:
-        batches = _chunks(items, CHUNK)
-        for batch in batches:
+        for batch in _chunks(items, CHUNK):
             window.append((batch, pool.submit(_encode_chunk, batch)))
             if len(window) >= 4 * workers:
                 yield from _collect(window.popleft())
         while window:
             yield from _collect(window.popleft())
+    except BaseException:  # error, signal, or the consumer gave up: stop workers now
+        _kill_pool(pool)
+        raise
     finally:
-        for _, fut in window:
-            fut.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        cv2.setNumThreads(parent_threads)
+    pool.shutdown(wait=True)
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool whose workers may be stuck (a blocking read, a runaway decode):
+    ``shutdown`` alone would wait for them."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(5)
 
 
 def _collect(entry) -> list[Result]:

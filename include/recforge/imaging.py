@@ -315,8 +315,8 @@ def decode_raw(data: bytes, info: ImageInfo | None, flag: int) -> np.ndarray:
             if not info.complete or "incomplete" in msgs:
                 raise ImageRejected("truncated", f"PNG data ends before its IEND chunk "
                                     f"after {len(data)} bytes")
-            raise ImageRejected("corrupt", "libpng: " + (msgs.splitlines()[0] if msgs
-                                                         else "could not decode the PNG data"))
+            first = msgs.splitlines()[0] if msgs else "could not decode the PNG data"
+            raise ImageRejected("corrupt", "libpng: " + first.removeprefix("libpng error: "))
         what = f"a {info.format.upper()} header" if info else "no known image signature"
         raise ImageRejected("undecodable", f"{what} ({data[:8].hex()}...), and OpenCV could "
                             "not decode the bytes as an image")
