@@ -397,3 +397,33 @@ class TestNoPartialOutput:
         assert proc.returncode == status, err
         assert "no partial output was left" in err
         self.assert_untouched(previous)
+
+
+# ---------------------------------------------------------------- the DAG's pack stage
+
+
+def test_pack_items_uses_the_engine_over_s3(bucket, tmp_path):
+    """The shard task's engine: same quarantine reasons, bounded prefetch, manifest."""
+    from recforge import storage
+    from recforge.imaging import PackOptions
+    from recforge.pack import pack_items
+
+    objects = {"a/good.jpg": ic.jpeg(ic.photo(480, 640)), "a/corrupt.jpg":
+               ic.corrupt_jpeg(ic.jpeg(ic.photo(200, 300))), "b/trunc.png":
+               ic.truncated(ic.png(ic.photo()))}
+    for key, data in objects.items():
+        storage.put_bytes(f"s3://{bucket}/src/{key}", data)
+    keys = [*objects, "b/gone.jpg"]
+    rows = [{"source_key": k, "record_key": i, "label": float(i % 2), "name": k, "split":
+             "train", "class_name": k[0], "etag": "x"} for i, k in enumerate(keys)]
+    counts = pack_items(rows, f"s3://{bucket}/src", PackOptions(resize=64), tmp_path,
+                        fetch_threads=2)
+    assert counts == {"packed": 1, "quarantined": 3}
+    refused = {e.source_key: e.reason for e in
+               quarantine.loads((tmp_path / "quarantine.jsonl").read_bytes())}
+    assert refused == {"a/corrupt.jpg": "corrupt", "b/trunc.png": "truncated",
+                       "b/gone.jpg": "missing"}
+    (row,) = storage.read_jsonl(str(tmp_path / "records.jsonl"))
+    assert (row["height"], row["width"], row["channels"], row["key"]) == (64, 85, 3, 0)
+    (header, img), = records(tmp_path / "part")
+    assert header.id == 0 and image_of(img).shape == (64, 85, 3)

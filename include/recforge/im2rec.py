@@ -395,12 +395,10 @@ _WORKER_CFG: Config | None = None
 
 
 def _init_worker(cfg: Config) -> None:
-    """Pool worker setup: one OpenCV thread (the pool is the parallelism), and leave
-    SIGINT/SIGTERM to the parent, which stops the pool and cleans up."""
+    """Pool worker setup: leave SIGINT/SIGTERM to the parent, which stops the pool and
+    cleans up. (OpenCV runs one thread here: set in the parent before the fork, because
+    ``cv2.setNumThreads`` in a forked child can deadlock.)"""
     global _WORKER_CFG
-    import cv2
-
-    cv2.setNumThreads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER_CFG = cfg
@@ -428,9 +426,6 @@ def encode_all(cfg: Config, items, workers: int):
     bounded however long the list is.
     """
     if workers <= 1:
-        import cv2
-
-        cv2.setNumThreads(1)
         for it in items:
             yield encode_item(cfg, it)
         return
