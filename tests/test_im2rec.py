@@ -319,6 +319,9 @@ class TestExitStatus:
 
         assert cli.main(["im2rec", "--help"]) == 0
         assert "--pass-through" in capsys.readouterr().out
+        with pytest.raises(SystemExit):
+            cli.main(["--help"])
+        assert "im2rec" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- crash paths

@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "recforge.cli",
     "recforge.devserver",
     "recforge.sampledata",
+    "recforge.im2rec",
 ]
 
 

@@ -53,10 +53,19 @@ class PackFailed(RuntimeError):
 # ---------------------------------------------------------------- arguments
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """MXNet's help format, without "(default: True)" on our ``--no-*`` switches."""
+
+    def _get_help_string(self, action):
+        if isinstance(action, argparse._StoreFalseAction) and action.dest != "shuffle":
+            return action.help
+        return super()._get_help_string(action)
+
+
 def make_parser() -> argparse.ArgumentParser:
     """MXNet 1.9.1's parser, argument for argument, plus a group of recforge options."""
     parser = argparse.ArgumentParser(
-        prog="recforge im2rec", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="recforge im2rec", formatter_class=_HelpFormatter,
         description="Create an image list or make a record database by reading from an "
         "image list (a drop-in for MXNet's tools/im2rec.py; see docs/im2rec.md).",
         epilog="exit status: 0 all packed; 1 finished, some items quarantined (see "
@@ -644,6 +653,16 @@ def make_records(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- entry point
+
+
+def register(sub) -> None:
+    """List ``im2rec`` in ``recforge --help``; ``cli.main`` hands its arguments to
+    ``main`` untouched, so im2rec keeps MXNet's own parser and help."""
+    p = sub.add_parser("im2rec", add_help=False,
+                       help="drop-in for MXNet's tools/im2rec.py (see recforge im2rec --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: main(args.rest))
+
 
 
 def main(argv: list[str]) -> int:
