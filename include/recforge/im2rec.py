@@ -23,6 +23,7 @@ import collections
 import os
 import random
 import signal
+import struct
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -334,7 +335,7 @@ def parse_list(path: str):
                 recordio.pack_header(list(labels), max(key, 0))  # float32 / uint64 range
                 if key < 0:
                     raise ValueError(f"index {key} is negative")
-            except (ValueError, OverflowError) as exc:
+            except (ValueError, OverflowError, struct.error) as exc:
                 yield Item(lineno, None, (), fields[-1], ("bad_lst_line", f"{exc}"))
                 continue
             rel = fields[-1]
