@@ -188,7 +188,8 @@ def quality(root: Path, lst: Path, prefixes: dict[str, Path]) -> dict:
             for tool, prefix in prefixes.items()}
     a, b = recs["im2rec"], recs["recforge"]
     same = ([h for h, _ in a] == [h for h, _ in b])
-    scores = {"im2rec_vs_ref": [], "recforge_vs_ref": [], "recforge_vs_im2rec": []}
+    scores = {"im2rec_vs_ref": [], "recforge_vs_ref": []}
+    mse_between, identical = [], 0
     sizes_equal = True
     for (ha, ia), (_, ib) in zip(a, b, strict=True):
         x = cv2.imdecode(np.frombuffer(ia, np.uint8), cv2.IMREAD_COLOR)
@@ -199,9 +200,16 @@ def quality(root: Path, lst: Path, prefixes: dict[str, Path]) -> dict:
         ref = np.asarray(ref)[..., ::-1]
         scores["im2rec_vs_ref"].append(psnr(x, ref))
         scores["recforge_vs_ref"].append(psnr(y, ref))
-        scores["recforge_vs_im2rec"].append(psnr(y, x))
+        if x.shape == y.shape:
+            mse_between.append(np.mean((x.astype(np.float64) - y) ** 2))
+            identical += ia == ib
+    # vs the reference: mean of per-image PSNR. Between the tools many records can be
+    # identical (infinite PSNR), so that one is the PSNR of the pooled MSE.
+    pooled = float(np.mean(mse_between)) if mse_between else 0.0
     return {"records": len(a), "same_headers_and_order": same, "same_sizes": sizes_equal,
-            **{k: round(float(np.mean(v)), 2) for k, v in scores.items()}}
+            **{k: round(float(np.mean(v)), 2) for k, v in scores.items()},
+            "recforge_vs_im2rec": round(10 * math.log10(255.0 ** 2 / pooled), 2) if pooled
+            else 99.0, "identical_records": int(identical)}
 
 
 # ---------------------------------------------------------------- main
@@ -247,7 +255,7 @@ def bench_set(name: str, root: Path, work: Path, args, env: dict) -> dict:
 def report(results: list[dict]) -> str:
     lines = [f"{'set':<7}{'images':>7}{'im2rec img/s':>14}{'recforge img/s':>16}{'ratio':>7}"
              f"{'(excl. start-up)':>18}{'peak PSS MiB':>16}{'PSNR vs ref':>16}"
-             f"{'rf vs im2rec':>14}"]
+             f"{'rf vs im2rec':>14}{'identical':>12}"]
     for r in results:
         q = r["quality"]
         lines.append(
@@ -255,7 +263,9 @@ def report(results: list[dict]) -> str:
             f"{r['recforge']['img_per_s']:>16}{r['ratio']:>6}x"
             f"{r['ratio_excl_startup']:>17}x"
             f"{r['im2rec']['peak_pss_mib']:>8}/{r['recforge']['peak_pss_mib']:<7}"
-            f"{q['im2rec_vs_ref']:>8}/{q['recforge_vs_ref']:<7}{q['recforge_vs_im2rec']:>14}")
+            f"{q['im2rec_vs_ref']:>8}/{q['recforge_vs_ref']:<7}{q['recforge_vs_im2rec']:>14}"
+            f"{q['identical_records']:>6}/{q['records']}"
+            + ("" if q["same_headers_and_order"] and q["same_sizes"] else "  MISMATCH"))
     lines.append("(peak PSS and PSNR vs ref: im2rec/recforge; start-up: "
                  + ", ".join(f"{r['set']} {r['startup_s']['im2rec']:.2f}/"
                              f"{r['startup_s']['recforge']:.2f} s" for r in results) + ")")
