@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "recforge.demo",
     "recforge.loaderbench",
     "recforge.quality",
+    "recforge.im2rec",
 ]
 
 

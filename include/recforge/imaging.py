@@ -1,18 +1,47 @@
 """Decode, check, resize and re-encode one image for a record; refuse bad input by name.
 
-Every refusal is an ``ImageRejected`` with a quarantine reason (see ``quarantine.FIXES``):
-the caller records it and carries on with the next image, so one bad file never costs
-the rest of the run.
+Every refusal is an ``ImageRejected`` with a quarantine reason (a key of
+``quarantine.FIXES``): the caller records it and carries on, so one bad file never costs
+the rest of the run, and no damaged image is packed in silence.
+
+Why the decode path looks the way it does:
+
+* **Header first.** JPEG and PNG headers are parsed in Python (no pixels decoded) to learn
+  the size, so the decompression-bomb guard (``max_pixels``) runs before any allocation,
+  and so the output size is computed from the true source size.
+* **Reduced-size JPEG decode.** libjpeg can decode at 1/2, 1/4 or 1/8 scale in the DCT
+  domain (``cv2.IMREAD_REDUCED_*``), which skips most of the inverse DCT, colour conversion
+  and memory traffic, and averages like a box filter, so the result is *less* aliased than
+  a full decode followed by bilinear resize. The scale is used only when the reduced image
+  is still at least the target size and its pixel grid lines up with the source grid
+  (``MAX_GRID_DRIFT``), so geometry is exact.
+* **libjpeg warnings are errors.** A corrupt JPEG decodes "successfully" with grey or
+  smeared blocks; libjpeg only prints ``Corrupt JPEG data: ...`` on stderr. We capture the
+  decoder's stderr around each decode (a memfd swapped onto fd 2) and refuse the image.
+  A truncated JPEG makes ``cv2.imdecode`` return ``None`` (``cv2.imread`` would instead
+  pack it with a grey bottom); the header parse tells "truncated" from "corrupt".
+* **Every image kind on purpose.** Grayscale → 3 identical channels for ``color=1``;
+  alpha is dropped for ``color=1`` and for JPEG output (JPEG has no alpha); 16-bit PNG is
+  scaled to 8 bit by OpenCV for ``color`` 0/1, kept 16 bit for ``color=-1`` + PNG output
+  and scaled (not saturated, as OpenCV would) for ``color=-1`` + JPEG; CMYK and
+  progressive JPEG decode through libjpeg; EXIF orientation is applied for ``color`` 0/1
+  (as OpenCV and im2rec do) and not for ``color=-1`` ("as stored", again as OpenCV does).
 """
 
 from __future__ import annotations
 
 import io
+import logging
+import os
+import re
+import threading
 import warnings
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 INTERPOLATIONS = {
     "area": cv2.INTER_AREA,
@@ -21,6 +50,23 @@ INTERPOLATIONS = {
     "lanczos": cv2.INTER_LANCZOS4,
     "nearest": cv2.INTER_NEAREST,
 }
+# "auto": see choose_interpolation (measured in docs/im2rec.md).
+INTERPOLATION_CHOICES = ("auto", *INTERPOLATIONS)
+
+# The largest misalignment (in output pixels) between the reduced-decode grid and the
+# source grid that we accept before falling back to a finer scale.
+MAX_GRID_DRIFT = 0.1
+DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's hard decompression-bomb limit (2 x 89.5 MP)
+
+_JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_JPEG_PROGRESSIVE = {0xC2, 0xC6, 0xCA, 0xCE}
+_PNG_SIG = b"\x89PNG\r\n\x1a\n"
+# libjpeg warnings that mean the pixels are wrong (libjpeg carries on and fills in grey).
+# "extraneous bytes before marker 0xd9" is junk after the last scan and "bad ICC marker"
+# is metadata: the pixels are complete, so those two are only logged.
+_JPEG_BENIGN = re.compile(r"extraneous bytes before marker 0xd9|bad ICC marker", re.I)
+_JPEG_FATAL = re.compile(
+    r"^(Corrupt JPEG data|Premature end of JPEG file|Inconsistent progression sequence)", re.M)
 
 
 class ImageRejected(Exception):
@@ -34,13 +80,38 @@ class ImageRejected(Exception):
 
 @dataclass(frozen=True)
 class PackOptions:
+    """How to turn a source image into a record image.
+
+    ``rounding`` picks the output-size rule: ``"round"`` (the pipeline: short side exactly
+    ``resize``, long side rounded) or ``"floor"`` (im2rec: long side ``long*resize//short``).
+    ``center_crop`` crops the long side to a centred square first (im2rec's option).
+    """
+
     resize: int = 256
     upscale: bool = False
     quality: int = 95
     encoding: str = ".jpg"
     color: int = 1
     interpolation: str = "area"
-    max_pixels: int = 178_956_970
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    center_crop: bool = False
+    reduced_decode: bool = True
+    rounding: str = "round"
+
+    def __post_init__(self):
+        if self.interpolation not in INTERPOLATION_CHOICES:
+            raise ValueError(f"interpolation {self.interpolation!r} is not one of "
+                             f"{', '.join(INTERPOLATION_CHOICES)}")
+        if self.encoding not in (".jpg", ".png"):
+            raise ValueError(f"encoding {self.encoding!r} must be '.jpg' or '.png'")
+        if self.color not in (-1, 0, 1):
+            raise ValueError(f"color {self.color!r} must be 1 (colour), 0 (gray) or -1 "
+                             "(unchanged)")
+        if self.rounding not in ("round", "floor"):
+            raise ValueError(f"rounding {self.rounding!r} must be 'round' or 'floor'")
+        if self.resize < 0 or self.max_pixels < 1:
+            raise ValueError(f"resize ({self.resize}) must be >= 0 and max_pixels "
+                             f"({self.max_pixels}) >= 1")
 
     @classmethod
     def from_spec(cls, pack) -> PackOptions:
@@ -56,82 +127,388 @@ class EncodedImage:
     channels: int
 
 
-def probe_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from the image header without decoding pixels; None if unknown."""
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the header says, before any pixel is decoded.
+
+    ``complete`` is False when the end marker (JPEG EOI / PNG IEND) is missing, i.e. the
+    file was cut short. ``width``/``height`` are as stored (before EXIF orientation);
+    0 when the header does not say.
+    """
+
+    format: str
+    width: int
+    height: int
+    components: int = 0
+    precision: int = 8
+    progressive: bool = False
+    complete: bool = True
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+
+# ---------------------------------------------------------------- header parsing
+
+
+def _probe_jpeg(data: bytes) -> ImageInfo:
+    n, i = len(data), 2
+    info = None
+    sos = -1
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            break  # not a marker where one must be: leave it to the decoder
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:
+            i += 2
+            continue
+        seg = int.from_bytes(data[i + 2:i + 4], "big")
+        if marker in _JPEG_SOF and i + 10 <= n:
+            info = dict(precision=data[i + 4], height=int.from_bytes(data[i + 5:i + 7], "big"),
+                        width=int.from_bytes(data[i + 7:i + 9], "big"), components=data[i + 9],
+                        progressive=marker in _JPEG_PROGRESSIVE)
+        if marker == 0xDA:
+            sos = i
+            break
+        if marker == 0xD9:
+            break
+        i += 2 + seg
+    # FF D9 cannot occur inside entropy-coded data (FF is always stuffed), so an EOI
+    # after the first scan header means the file reaches its end.
+    complete = sos >= 0 and data.rfind(b"\xff\xd9") > sos
+    if info is None:
+        return ImageInfo("jpeg", 0, 0, complete=complete)
+    return ImageInfo("jpeg", complete=complete, **info)
+
+
+def _probe_png(data: bytes) -> ImageInfo:
+    if len(data) < 33 or data[12:16] != b"IHDR":
+        return ImageInfo("png", 0, 0, complete=False)
+    w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    depth, ctype = data[24], data[25]
+    comps = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}.get(ctype, 0)
+    return ImageInfo("png", w, h, comps, depth, complete=data.rfind(b"IEND") > 33)
+
+
+def _probe_other(data: bytes) -> ImageInfo | None:
     from PIL import Image
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with Image.open(io.BytesIO(data)) as im:
-                return im.size
+                return ImageInfo((im.format or "unknown").lower(), im.size[0], im.size[1])
+    except Image.DecompressionBombError as exc:  # Pillow refuses before we can ask the size
+        m = re.search(r"\((\d+) pixels\)", str(exc))
+        return ImageInfo("unknown", int(m.group(1)) if m else 0, 1)
     except Exception:
         return None
 
 
-def check_complete(data: bytes) -> None:
-    """Refuse JPEG/PNG data that ends early: libjpeg fills the missing part with grey and
-    only warns on stderr, so ``cv2.imdecode`` alone would pack a damaged image."""
+def probe(data: bytes) -> ImageInfo | None:
+    """Format, size and completeness from the header bytes alone; None if not recognised."""
     if data[:3] == b"\xff\xd8\xff":
-        tail = data.rstrip(b"\x00")[-2:]
-        if tail != b"\xff\xd9":
-            raise ImageRejected("truncated", "JPEG data has no end-of-image marker (FFD9)")
-    elif data[:8] == b"\x89PNG\r\n\x1a\n":
-        if b"IEND" not in data[-16:]:
-            raise ImageRejected("truncated", "PNG data has no IEND chunk")
+        return _probe_jpeg(data)
+    if data[:8] == _PNG_SIG:
+        return _probe_png(data)
+    return _probe_other(data)
 
 
-def decode(data: bytes, opts: PackOptions) -> np.ndarray:
-    """Decode to a uint8 array (BGR or gray), refusing empty, bomb-sized and broken images."""
-    if not data:
-        raise ImageRejected("zero_bytes", "object has 0 bytes")
-    size = probe_size(data)
-    if size is not None and size[0] * size[1] > opts.max_pixels:
-        raise ImageRejected(
-            "too_many_pixels",
-            f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels > max_pixels {opts.max_pixels}",
-        )
-    check_complete(data)
-    flag = {1: cv2.IMREAD_COLOR, 0: cv2.IMREAD_GRAYSCALE, -1: cv2.IMREAD_UNCHANGED}[opts.color]
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
+def probe_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from the header without decoding pixels; None if unknown."""
+    info = probe(data)
+    return (info.width, info.height) if info and info.pixels else None
+
+
+# ---------------------------------------------------------------- decoding
+
+
+class _DecoderMessages:
+    """Collect what the C decoders print on stderr during one decode.
+
+    libjpeg reports corrupt data only as a warning printed to stderr (through
+    ``fprintf``), never to the caller, so we point fd 2 at a memory file for the duration
+    of the call. Lines that are not decoder messages (another thread's output) are passed
+    on to the real stderr.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._mem = -1
+
+    def _ensure(self) -> None:
+        if self._pid != os.getpid():  # after fork, each process needs its own file
+            self._mem = os.memfd_create("recforge-decoder-stderr", os.MFD_CLOEXEC)
+            self._pid = os.getpid()
+
+    def decode(self, buf: np.ndarray, flag: int) -> tuple[np.ndarray | None, str]:
+        with self._lock:
+            self._ensure()
+            saved = os.dup(2)
+            os.dup2(self._mem, 2)
+            try:
+                img = cv2.imdecode(buf, flag)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            size = os.lseek(self._mem, 0, os.SEEK_CUR)
+            if not size:
+                return img, ""
+            text = os.pread(self._mem, size, 0).decode("utf-8", "replace")
+            os.ftruncate(self._mem, 0)
+            os.lseek(self._mem, 0, os.SEEK_SET)
+        decoder, other = [], []
+        for line in text.splitlines():
+            is_decoder = (line.startswith(("Corrupt JPEG", "Premature end", "libpng", "Warning:",
+                                           "Inconsistent progression", "Invalid SOS"))
+                          or "JPEG" in line)
+            (decoder if is_decoder else other).append(line)
+        if other:
+            os.write(2, ("\n".join(other) + "\n").encode())
+        return img, "\n".join(decoder)
+
+
+_messages = _DecoderMessages()
+
+
+def _reduced_flag(scale: int, color: int) -> int:
+    if scale == 1:
+        return {1: cv2.IMREAD_COLOR, 0: cv2.IMREAD_GRAYSCALE, -1: cv2.IMREAD_UNCHANGED}[color]
+    kind = "COLOR" if color == 1 else "GRAYSCALE"
+    return getattr(cv2, f"IMREAD_REDUCED_{kind}_{scale}")
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def decode_raw(data: bytes, info: ImageInfo | None, flag: int) -> np.ndarray:
+    """``cv2.imdecode`` that refuses instead of returning damaged or missing pixels."""
+    img, msgs = _messages.decode(np.frombuffer(data, np.uint8), flag)
+    fatal = [m for m in msgs.splitlines() if _JPEG_FATAL.match(m) and not _JPEG_BENIGN.search(m)]
+    if msgs and not fatal:
+        log.debug("decoder warnings (image kept): %s", msgs)
+    if info is not None and info.format == "jpeg":
+        if not info.complete:
+            raise ImageRejected("truncated", "JPEG data ends before its end-of-image marker "
+                                f"(FFD9) after {len(data)} bytes")
+        if fatal:
+            first = fatal[0]
+            reason = "truncated" if first.startswith("Premature end") else "corrupt"
+            raise ImageRejected(reason, f"libjpeg: {first}")
+        if img is None:
+            if info.pixels == 0:
+                raise ImageRejected("undecodable", "JPEG signature but no frame header (SOF)")
+            if info.precision != 8:
+                raise ImageRejected("undecodable", f"{info.precision}-bit JPEG is not supported")
+            raise ImageRejected("corrupt", "libjpeg could not decode the JPEG data"
+                                + (f": {msgs.splitlines()[0]}" if msgs else ""))
     if img is None:
-        raise ImageRejected("undecodable", "OpenCV could not decode the bytes as an image")
-    if img.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bit, not truncate
-        img = (img / 257.0 if img.dtype == np.uint16 else np.clip(img, 0, 255)).astype(np.uint8)
+        if info is not None and info.format == "png":
+            if info.pixels == 0:
+                raise ImageRejected("undecodable", "PNG signature but no IHDR chunk")
+            if not info.complete or "incomplete" in msgs:
+                raise ImageRejected("truncated", f"PNG data ends before its IEND chunk "
+                                    f"after {len(data)} bytes")
+            first = msgs.splitlines()[0] if msgs else "could not decode the PNG data"
+            raise ImageRejected("corrupt", "libpng: " + first.removeprefix("libpng error: "))
+        what = f"a {info.format.upper()} header" if info else "no known image signature"
+        raise ImageRejected("undecodable", f"{what} ({data[:8].hex()}...), and OpenCV could "
+                            "not decode the bytes as an image")
     return img
 
 
-def resize_short_side(img: np.ndarray, opts: PackOptions) -> np.ndarray:
+def check_pixels(info: ImageInfo | None, opts: PackOptions) -> None:
+    if info is not None and info.pixels > opts.max_pixels:
+        raise ImageRejected(
+            "too_many_pixels", f"{info.width}x{info.height} = {info.pixels} pixels > "
+            f"max_pixels {opts.max_pixels}")
+
+
+def verify(data: bytes, opts: PackOptions) -> ImageInfo:
+    """Prove the bytes decode cleanly without keeping the pixels (for ``--pass-through``).
+
+    JPEG is decoded at 1/8 scale in gray: every entropy-coded bit is still read, so
+    truncation and corrupt data are caught at a fraction of the cost of a full decode.
+    """
+    if not data:
+        raise ImageRejected("zero_bytes", "file has 0 bytes")
+    info = probe(data)
+    check_pixels(info, opts)
+    jpeg = info is not None and info.format == "jpeg"
+    img = decode_raw(data, info, cv2.IMREAD_REDUCED_GRAYSCALE_8 if jpeg else cv2.IMREAD_UNCHANGED)
+    if info is None or not info.pixels:
+        info = ImageInfo("unknown", img.shape[1], img.shape[0])
+    return info
+
+
+# ---------------------------------------------------------------- geometry
+
+
+def output_size(h: int, w: int, opts: PackOptions) -> tuple[int, int]:
+    """(out_h, out_w) for a (cropped, oriented) source of h x w under ``opts``."""
     if opts.resize <= 0:
-        return img
-    h, w = img.shape[:2]
+        return h, w
     short = min(h, w)
-    if short == opts.resize or (short < opts.resize and not opts.upscale):
-        return img
+    if short < opts.resize and not opts.upscale:
+        return h, w
+    if opts.rounding == "floor":  # im2rec: cv2.resize(img, (w*R//h, R)) or (R, h*R//w)
+        if h > w:
+            return h * opts.resize // w, opts.resize
+        return opts.resize, w * opts.resize // h
     if h <= w:
-        nh, nw = opts.resize, max(1, round(w * opts.resize / h))
-    else:
-        nw, nh = opts.resize, max(1, round(h * opts.resize / w))
-    interp = INTERPOLATIONS[opts.interpolation]
-    if short < opts.resize and interp == cv2.INTER_AREA:
-        interp = cv2.INTER_CUBIC  # INTER_AREA is for shrinking
-    return cv2.resize(img, (nw, nh), interpolation=interp)
+        return opts.resize, max(1, round(w * opts.resize / h))
+    return max(1, round(h * opts.resize / w)), opts.resize
+
+
+def crop_box(h: int, w: int, center_crop: bool) -> tuple[int, int, int, int]:
+    """(y0, y1, x0, x1): im2rec's centred square crop of the long side, or the whole image."""
+    if not center_crop or h == w:
+        return 0, h, 0, w
+    if h > w:
+        m = (h - w) // 2
+        return m, m + w, 0, w
+    m = (w - h) // 2
+    return 0, h, m, m + h
+
+
+def _span_drift(a: int, b: int, full: int, scale: int, out: int) -> tuple[float, int, int]:
+    """Misalignment, in output pixels, of source span [a, b) on a 1/scale grid.
+
+    Reduced pixel i covers source [i*scale, (i+1)*scale) (libjpeg pads the last block by
+    edge replication), so the grid span for [a, b) is [round(a/s)*s, round(b/s)*s), or up
+    to ceil(full/s)*s when b is the image edge.
+    """
+    i0 = round(a / scale)
+    i1 = _ceil_div(full, scale) if b == full else round(b / scale)
+    err = max(abs(i0 * scale - a), abs(i1 * scale - b))
+    return err * out / (b - a), i0, i1
+
+
+def choose_scale(h: int, w: int, opts: PackOptions) -> int:
+    """Largest DCT scale (8, 4, 2) whose reduced decode is still >= the target size and
+    whose grid lines up with the source (both orientations, crop included); else 1."""
+    if opts.resize <= 0:
+        return 1
+    y0, y1, x0, x1 = crop_box(h, w, opts.center_crop)
+    ch, cw = y1 - y0, x1 - x0
+    oh, ow = output_size(ch, cw, opts)
+    for scale in (8, 4, 2):
+        if min(ch, cw) < scale * opts.resize or oh * scale > ch or ow * scale > cw:
+            continue
+        if h != w and _ceil_div(h, scale) == _ceil_div(w, scale):
+            continue  # a transposing EXIF orientation could not be told from the shape
+        # EXIF orientation may flip the image, which mirrors the crop; check both ways.
+        ok = all(_span_drift(a, b, full, scale, out)[0] <= MAX_GRID_DRIFT
+                 for a, b, full, out in ((y0, y1, h, oh), (h - y1, h - y0, h, oh),
+                                         (x0, x1, w, ow), (w - x1, w - x0, w, ow)))
+        if ok:
+            return scale
+    return 1
+
+
+def choose_interpolation(src: tuple[int, int], dst: tuple[int, int], scale: int,
+                         opts: PackOptions) -> int:
+    """The OpenCV interpolation for one resize.
+
+    ``auto``: cubic when enlarging; after a reduced decode (already low-passed by the DCT
+    scaling, remaining factor < 2) cubic, which measured closest to an anti-aliased
+    reference; area when a full decode must shrink 2x or more (anti-aliasing); linear
+    below 2x, where bilinear still reads every source pixel.
+    """
+    enlarge = dst[0] > src[0] or dst[1] > src[1]
+    if opts.interpolation != "auto":
+        interp = INTERPOLATIONS[opts.interpolation]
+        return cv2.INTER_CUBIC if enlarge and interp == cv2.INTER_AREA else interp
+    if enlarge or scale > 1:
+        return cv2.INTER_CUBIC
+    if src[0] >= 2 * dst[0] or src[1] >= 2 * dst[1]:
+        return cv2.INTER_AREA
+    return cv2.INTER_LINEAR
+
+
+# ---------------------------------------------------------------- the whole path
+
+
+def _to_depth8(img: np.ndarray) -> np.ndarray:
+    if img.dtype == np.uint8:
+        return img
+    if img.dtype == np.uint16:  # scale, not saturate as OpenCV's imencode fallback would
+        return ((img.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def decode(data: bytes, opts: PackOptions) -> np.ndarray:
+    """Decode to a full-size array (BGR, gray or as stored), refusing broken images."""
+    if not data:
+        raise ImageRejected("zero_bytes", "file has 0 bytes")
+    info = probe(data)
+    check_pixels(info, opts)
+    img = decode_raw(data, info, _reduced_flag(1, opts.color))
+    return img if opts.color == -1 and opts.encoding == ".png" else _to_depth8(img)
+
+
+def load(data: bytes, opts: PackOptions) -> np.ndarray:
+    """Decode, orient, crop and resize: the final pixels of the record image."""
+    if not data:
+        raise ImageRejected("zero_bytes", "file has 0 bytes")
+    info = probe(data)
+    check_pixels(info, opts)
+    scale = 1
+    if (opts.reduced_decode and opts.color in (0, 1) and info is not None
+            and info.format == "jpeg" and info.pixels):
+        scale = choose_scale(info.height, info.width, opts)
+    img = decode_raw(data, info, _reduced_flag(scale, opts.color))
+    if scale > 1:
+        rh, rw = _ceil_div(info.height, scale), _ceil_div(info.width, scale)
+        if img.shape[:2] == (rh, rw):
+            h, w = info.height, info.width
+        elif img.shape[:2] == (rw, rh):  # EXIF orientation transposed it
+            h, w = info.width, info.height
+        else:  # the header lied about the size; do it the slow, sure way
+            scale = 1
+            img = decode_raw(data, info, _reduced_flag(1, opts.color))
+    if scale == 1:
+        h, w = img.shape[:2]
+    if not (opts.color == -1 and opts.encoding == ".png"):
+        img = _to_depth8(img)
+    y0, y1, x0, x1 = crop_box(h, w, opts.center_crop)
+    oh, ow = output_size(y1 - y0, x1 - x0, opts)
+    if scale > 1:
+        _, y0, y1 = _span_drift(y0, y1, h, scale, oh)
+        _, x0, x1 = _span_drift(x0, x1, w, scale, ow)
+    img = img[y0:y1, x0:x1]
+    if img.shape[:2] != (oh, ow):
+        interp = choose_interpolation(img.shape[:2], (oh, ow), scale, opts)
+        img = cv2.resize(img, (ow, oh), interpolation=interp)
+    return img
 
 
 def encode(img: np.ndarray, opts: PackOptions) -> bytes:
+    """Encode exactly as ``mx.recordio.pack_img`` does (same OpenCV parameters)."""
     if opts.encoding == ".jpg":
         params = [cv2.IMWRITE_JPEG_QUALITY, opts.quality]
+        if img.ndim == 3 and img.shape[2] == 4:  # JPEG has no alpha: drop it explicitly
+            img = img[:, :, :3]
     else:
-        params = [cv2.IMWRITE_PNG_COMPRESSION, min(opts.quality, 9)]
+        params = [cv2.IMWRITE_PNG_COMPRESSION, opts.quality]
     ok, buf = cv2.imencode(opts.encoding, img, params)
     if not ok:
-        raise ImageRejected("undecodable", f"OpenCV could not encode the image as {opts.encoding}")
+        raise ImageRejected("undecodable", f"OpenCV could not encode a {img.shape} "
+                            f"{img.dtype} image as {opts.encoding}")
     return buf.tobytes()
 
 
 def process(data: bytes, opts: PackOptions) -> EncodedImage:
     """Source bytes → record-ready encoded image with its final shape."""
-    img = resize_short_side(decode(data, opts), opts)
+    img = load(data, opts)
     h, w = img.shape[:2]
     c = 1 if img.ndim == 2 else img.shape[2]
+    if opts.encoding == ".jpg" and c == 4:
+        c = 3
     return EncodedImage(encode(img, opts), h, w, c)

@@ -1,7 +1,9 @@
 """Stage 5, pack: one shard of planned items → a shard ``.rec``/``.idx``/``.lst``.
 
-Objects are fetched by a small thread pool (S3 GETs are I/O-bound) while the calling
-process decodes/encodes in order, so output is deterministic. Undecodable, truncated or
+Objects are fetched by a small thread pool (S3 GETs are I/O-bound), at most a bounded
+window ahead, while the calling process decodes/encodes in order with the packing engine
+(``recforge.imaging``, the same code as ``recforge im2rec``), so output is deterministic
+and memory stays flat however large the shard. Undecodable, truncated, corrupt or
 oversized images go to the shard's quarantine list with the reason; the shard never
 fails because of one bad image. Outputs are uploaded under deterministic names, so a
 retried shard overwrites itself.
@@ -9,10 +11,12 @@ retried shard overwrites itself.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,6 +42,23 @@ def _fetch(uri: str) -> bytes | Exception:
         return exc
 
 
+def _prefetch(uris: list[str], pool: ThreadPoolExecutor, ahead: int) -> Iterator:
+    """Fetch results in order, never more than ``ahead`` objects in memory."""
+    window: collections.deque = collections.deque()
+    for uri in uris:
+        window.append(pool.submit(_fetch, uri))
+        if len(window) >= ahead:
+            yield window.popleft().result()
+    while window:
+        yield window.popleft().result()
+
+
+def _fetch_reason(exc: Exception) -> str:
+    missing = isinstance(exc, FileNotFoundError) or "NoSuchKey" in repr(exc) or \
+        "Not Found" in repr(exc)
+    return "missing" if missing else "read_error"
+
+
 def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
                stage: str = "pack", fetch_threads: int = 8) -> dict:
     """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output."""
@@ -48,12 +69,12 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
     with recordio.RecordWriter(workdir / "part.rec", workdir / "part.idx") as writer, \
             open(workdir / "part.lst", "w", encoding="utf-8") as lst, \
             ThreadPoolExecutor(fetch_threads) as pool:
-        for n, (row, data) in enumerate(zip(rows, pool.map(_fetch, uris), strict=True), 1):
+        fetched = _prefetch(uris, pool, ahead=4 * fetch_threads)
+        for n, (row, data) in enumerate(zip(rows, fetched, strict=True), 1):
             key = row["source_key"]
             if isinstance(data, Exception):
-                reason = "missing" if "NoSuchKey" in repr(data) or isinstance(
-                    data, FileNotFoundError) else "read_error"
-                refused.append(QuarantineEntry(key, stage, reason, repr(data)[:300]))
+                refused.append(QuarantineEntry(key, stage, _fetch_reason(data),
+                                               repr(data)[:300]))
                 continue
             try:
                 img = process(data, opts)

@@ -21,7 +21,8 @@ FIXES = {
     "move the file into a class folder",
     "unknown_class": "the class is not in the class map; add it or allow new classes",
     "undecodable": "the bytes are not an image the decoder understands; re-export the image",
-    "truncated": "the image data ends early or is corrupt; re-upload or re-export it",
+    "truncated": "the image data ends early (cut-off upload or copy); re-upload or re-export it",
+    "corrupt": "the decoder reported corrupt image data (damaged bytes); re-export the image",
     "too_many_pixels": "larger than pack.max_pixels (decompression-bomb guard); "
     "downscale it or raise pack.max_pixels",
     "missing": "the object vanished between listing and packing; re-run",
@@ -39,6 +40,14 @@ FIXES = {
     "nothing to do, or change the rule",
     "outside_pair_folders": "not under the spec's images or masks folder; move or remove it",
     "duplicate_stem": "two images (or masks) share one name stem; rename one",
+    "outside_root": "the .lst path is absolute or climbs out of ROOT with '..'; "
+    "list it relative to ROOT",
+    "bad_lst_line": "the .lst line is not 'index<TAB>label(s)<TAB>path' with an integer index "
+    ">= 0 and float32 labels; fix or regenerate the .lst",
+    "duplicate_key": "an earlier .lst line has the same index, and an .idx key must be "
+    "unique; renumber the .lst",
+    "too_large": "the record is 2^29 bytes (512 MiB) or more, RecordIO's limit; downscale "
+    "the image",
 }
 
 

@@ -123,7 +123,9 @@ class PackSpec(_Strict):
     quality: int = Field(95, ge=1, le=100, description="JPEG quality (PNG: compression 0-9)")
     encoding: Literal[".jpg", ".png"] = ".jpg"
     color: Literal[1, 0, -1] = Field(1, description="1 colour, 0 grayscale, -1 unchanged")
-    interpolation: Literal["area", "linear", "cubic", "lanczos"] = "area"
+    interpolation: Literal["auto", "area", "linear", "cubic", "lanczos"] = Field(
+        "auto", description="auto: reduced JPEG decode + cubic, area for large full-decode "
+        "shrinks, linear below 2x (see docs/im2rec.md)")
     shard_size: int = Field(500, ge=1, le=1_000_000, description="images per pack task")
     max_pixels: int = Field(
         178_956_970, ge=1, description="decompression-bomb guard: larger images are quarantined"
