@@ -268,9 +268,38 @@ class TestInputs:
         with pytest.raises(LoaderBenchError, match="64 records, fewer than batch_size=128"):
             loaderbench.run_benchmark(str(dataset), BenchOptions(**{**FAST, "batch_size": 128}))
 
-    def test_segmentation_hook_is_a_clear_todo(self, dataset):
-        with pytest.raises(NotImplementedError, match="segmentation"):
-            loaderbench.run_benchmark(str(dataset), BenchOptions(loader="segmentation"))
+    def test_segmentation_loader_needs_masks(self, dataset):
+        with pytest.raises(LoaderBenchError, match="train_mask.rec missing"):
+            loaderbench.run_benchmark(str(dataset), BenchOptions(**{**FAST,
+                                                                    "loader": "segmentation"}))
+
+    def test_segmentation_loader_benchmark(self, tmp_path):
+        from recforge import segpack
+        from recforge.segpack import SegPackOptions
+
+        rng = np.random.default_rng(0)
+        pairs = []
+        for k in range(12):
+            img = rng.integers(0, 256, (48, 64, 3), np.uint8)
+            mask = rng.integers(0, 3, (48, 64), np.uint8)
+            mask[0, 0] = 255
+            pairs.append(segpack.SegPair(k, f"{k}.png", cv2.imencode(".png", img)[1].tobytes(),
+                                         cv2.imencode(".png", mask)[1].tobytes(), {}))
+        segpack.pack_pairs(pairs, tmp_path, SegPackOptions(), name="train")
+        (tmp_path / "classes.json").write_text('{"num_classes": 3, "ignore_index": 255}')
+        opts = BenchOptions(loader="segmentation", batch_size=4, data_shape=(3, 32, 32),
+                            thread_grid=(1,), preprocess_threads=1, warmup_batches=1,
+                            measure_batches=4, decode_records=12)
+        results = loaderbench.run_benchmark(str(tmp_path), opts)
+        assert [r["effective_threads"] for r in results["runs"]] == [0, 1]
+        assert results["summary"]["images_per_sec"] > 0
+        assert results["value_check"]["shapes"] == [(4, 3, 32, 32)]
+        assert set(results["value_check"]["mask_values"]) <= {0, 1, 2, 255}
+        assert results["problems"] == []
+        assert loaderbench.check_floors(results, {"min_images_per_sec": 1e9})
+        (tmp_path / "classes.json").write_text('{"num_classes": 2, "ignore_index": 255}')
+        bad = loaderbench.run_benchmark(str(tmp_path), opts)
+        assert any("mask values [2]" in p for p in bad["problems"])
 
     @pytest.mark.parametrize("bad, match", [
         ({"data_shape": (2, 56, 56)}, "C in 1, 3, 4"),

@@ -489,6 +489,16 @@ def load(data: bytes, opts: PackOptions) -> np.ndarray:
     return img
 
 
+def resize_short_side(img: np.ndarray, opts: PackOptions) -> np.ndarray:
+    """Resize a fully decoded array to the output size (the segmentation packer decodes in
+    full first, because the mask must be checked against the image's real size)."""
+    h, w = img.shape[:2]
+    oh, ow = output_size(h, w, opts)
+    if (oh, ow) == (h, w):
+        return img
+    return cv2.resize(img, (ow, oh), interpolation=choose_interpolation((h, w), (oh, ow), 1, opts))
+
+
 def encode(img: np.ndarray, opts: PackOptions) -> bytes:
     """Encode exactly as ``mx.recordio.pack_img`` does (same OpenCV parameters)."""
     if opts.encoding == ".jpg":
