@@ -83,6 +83,15 @@ def start_detached(state_dir: Path, port: int) -> str:
             old = pid_file.read_text().split()[1]
             wait_until_up(old, 5)
             return old
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise RuntimeError(
+                f"port {port} on 127.0.0.1 is taken (another recforge demo or S3 server?); "
+                "stop it with `recforge dev-s3 stop --state-dir <its folder>`, choose another "
+                "port with --port, or point AWS_ENDPOINT_URL at the running server"
+            ) from None
     log = open(state_dir / "s3.log", "ab")
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
