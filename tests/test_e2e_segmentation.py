@@ -72,3 +72,23 @@ def test_segmentation_dag_publishes_aligned_pairs(bucket, tmp_path):
         img, mask = ds[i]
         np.testing.assert_array_equal(mask, expected_train_ids(ids_of[key_to_src[key]]))
         np.testing.assert_array_equal(img, coord_image(64, 48))
+
+    # joint transforms (flip, scale pool, crop with padding) through DataLoader workers: every
+    # output pixel's mask value is the published mask at the coordinate the image pixel
+    # encodes (R = x, G = y), and padding is ignore in the mask wherever the image is padding
+    from mxnet.gluon.data import DataLoader
+    from segdata import BLUE
+
+    from recforge.gluon import JointCompose, RandomCrop, RandomFlipLeftRight, RandomScale
+
+    plain = [ds[i][1] for i in range(len(ds))]
+    moved = SegmentationRecordDataset.from_split(str(local), "train", transform=JointCompose([
+        RandomFlipLeftRight(), RandomScale([64], multiple=32, image_interp="nearest"),
+        RandomCrop((72, 96), pad_image=0, ignore_index=255)]))
+    loader = DataLoader(moved, batch_size=1, num_workers=2, shuffle=False)
+    for i, (img, mask) in enumerate(loader):
+        img, mask = img.asnumpy()[0], mask.asnumpy()[0]
+        real = img[..., 2] == BLUE
+        assert real.any() and (~real).any() and (mask[~real] == 255).all()
+        xs, ys = img[..., 0][real].astype(int), img[..., 1][real].astype(int)
+        np.testing.assert_array_equal(mask[real], plain[i][ys, xs])
