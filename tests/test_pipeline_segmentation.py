@@ -51,3 +51,24 @@ def test_build_segmentation_with_process_pool(tmp_path):
         for i, key in enumerate(ds.keys):
             _, mask = ds[i]
             np.testing.assert_array_equal(mask, expected_train_ids(truth[by_key[key]]))
+
+
+def test_changed_label_definition_fails_against_the_published_version(tmp_path):
+    import pytest
+
+    from recforge import labels, publish, segstages, storage
+    from recforge.run import Run
+
+    base = {"name": "city", "task": "segmentation",
+            "source": {"uri": str(tmp_path / "src"), "pairs": {}},
+            "segmentation": {"colormap": "cityscapes", "target": "trainId"},
+            "publish": {"uri": str(tmp_path / "pub")}}
+    spec = parse_spec(base)
+    storage.write_json(publish.version_uri(spec, "v1", "classes.json"),
+                       {"classes": ["road", "sidewalk"]})
+    storage.write_json(publish.latest_uri(spec), {"version": "v1"})
+    with pytest.raises(labels.LabelMapError, match="v1 has \\['road', 'sidewalk'\\]"):
+        segstages.classes_stage(Run(spec, "r"))
+    relaxed = parse_spec({**base, "labels": {"allow_renumbering": True}})
+    assert segstages.classes_stage(Run(relaxed, "r"))["num_classes"] == 19
+    assert storage.read_json(Run(relaxed, "r").classes)["based_on_version"] == "v1"

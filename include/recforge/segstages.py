@@ -140,7 +140,27 @@ def flatten_stage(run: Run) -> dict:
 
 
 def classes_stage(run: Run) -> dict:
-    return write_classes(run, converter_for(run.spec))
+    """``classes.json`` from the label definition, checked against the published version:
+    a changed class list would silently change what every mask value means, so it fails
+    the run unless ``labels.allow_renumbering`` is set."""
+    from recforge import publish
+    from recforge.labels import LabelMapError
+
+    result = write_classes(run, converter_for(run.spec))
+    latest = publish.read_latest(run.spec)
+    if latest:
+        before = storage.read_json(publish.version_uri(run.spec, latest["version"],
+                                                       "classes.json"))
+        now = storage.read_json(run.classes)
+        if before.get("classes") != now["classes"] and not run.spec.labels.allow_renumbering:
+            raise LabelMapError(
+                f"the label definition now gives classes {now['classes']}, but published "
+                f"version {latest['version']} has {before.get('classes')}; mask values would "
+                "change meaning. Restore the label definition, or set "
+                "labels.allow_renumbering: true to publish the new class list.")
+        now["based_on_version"] = latest["version"]
+        storage.write_json(run.classes, now)
+    return result
 
 
 def convert_stage(run: Run, shard_id: str) -> dict:
