@@ -134,3 +134,22 @@ def test_listing_is_paginated(bucket):
         client.put_object(Bucket=bucket, Key=f"raw/c/{i:04d}.jpg", Body=b"x")
     counts = ingest.ingest(Run(make_spec(bucket), "p"))
     assert counts["listed"] == 1005 and counts["accepted"] == 1005
+
+
+def test_cli_build_prints_counts_and_refuses_a_bad_spec(bucket, tmp_path, capsys):
+    import yaml
+
+    from recforge.cli import main
+
+    objects = make_source(bucket, classes=("dog", "eel"), per_class=8)
+    spec_file = tmp_path / "pets.yaml"
+    spec_file.write_text(yaml.safe_dump(make_spec(bucket).model_dump(mode="json")))
+    assert main(["build", str(spec_file), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    n_bad = sum(1 for k in BAD if k.split("/")[0] in ("dog", "eel") or "/" not in k)
+    assert f"listed {len(objects)} = packed {len(objects) - n_bad} + quarantined {n_bad}" in out
+    assert "quality checklist: passed" in out and "dry run, not published" in out
+    spec_file.write_text("name: pets\nsource: {uri: s3://x/y}\npublish: {uri: s3://x/z}\n"
+                         "pack: {resize: -5}\n")
+    assert main(["build", str(spec_file)]) == 2
+    assert "pack.resize" in capsys.readouterr().err

@@ -40,6 +40,12 @@ def _build(args: argparse.Namespace) -> int:
         print(f"  {split:<5} {n:>7} records")
     for reason, n in sorted(summary["quarantined_by_reason"].items()):
         print(f"  quarantined {reason}: {n}")
+    bench = result["bench"]["summary"]
+    print(f"loader benchmark ({bench['device']}): {bench['images_per_sec']:.0f} img/s, "
+          f"bare decode {bench['bare_decode_images_per_sec']:.0f} img/s/thread")
+    q = result["quality"]
+    warned = f" with warnings {q['warnings']}" if q["warnings"] else ""
+    print(f"quality checklist: passed{warned}; Data Docs: {q['data_docs_uri']}")
     if result["publish"]:
         print(f"published: {result['publish']['uri']}")
     else:
