@@ -91,9 +91,11 @@ def _cmd(args) -> int:
     else:
         for k, v in devserver.DEV_CREDENTIALS.items():
             os.environ.setdefault(k, v)
+        running = (state / "s3.pid").exists()
         endpoint = devserver.start_detached(state, args.port)
         os.environ["AWS_ENDPOINT_URL"] = endpoint
-        print(f"started the local S3 server at {endpoint} (state in {state})")
+        print(f"{'reusing the running' if running else 'started the'} local S3 server at "
+              f"{endpoint} (state in {state})")
         started = True
 
     spec = load_spec(repo / "include" / "datasets" / f"{DEMO_SPEC}.yaml")
