@@ -87,16 +87,15 @@ def _cmd(args) -> int:
     if os.environ.get("AWS_ENDPOINT_URL"):
         endpoint = os.environ["AWS_ENDPOINT_URL"]
         print(f"using the S3 endpoint from AWS_ENDPOINT_URL: {endpoint}")
-        started = False
+        local_server = False
     else:
         for k, v in devserver.DEV_CREDENTIALS.items():
             os.environ.setdefault(k, v)
-        running = (state / "s3.pid").exists()
-        endpoint = devserver.start_detached(state, args.port)
+        endpoint, started_now = devserver.start_detached(state, args.port)
         os.environ["AWS_ENDPOINT_URL"] = endpoint
-        print(f"{'reusing the running' if running else 'started the'} local S3 server at "
+        print(f"{'started the' if started_now else 'reusing the running'} local S3 server at "
               f"{endpoint} (state in {state})")
-        started = True
+        local_server = True
 
     spec = load_spec(repo / "include" / "datasets" / f"{DEMO_SPEC}.yaml")
     storage.ensure_bucket(spec.source.uri)
@@ -145,7 +144,7 @@ def _cmd(args) -> int:
     for line in (local / "quarantine.jsonl").read_text().splitlines():
         e = json.loads(line)
         print(f"  {e['source_key']:<32} {e['reason']:<22} {e['detail']}")
-    if started:
+    if local_server:
         print(f"\nthe local S3 server keeps running at {endpoint} so you can browse it:")
         print(f"  AWS_ENDPOINT_URL={endpoint} .venv/bin/recforge validate {version_uri}")
         print(f"  stop it: .venv/bin/recforge dev-s3 stop --state-dir {state}")

@@ -72,8 +72,8 @@ def serve(port: int) -> None:
     server.stop()
 
 
-def start_detached(state_dir: Path, port: int) -> str:
-    """Start (or find running) a detached server; returns its endpoint."""
+def start_detached(state_dir: Path, port: int) -> tuple[str, bool]:
+    """Start (or find running) a detached server; returns (endpoint, started_now)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     pid_file, endpoint = state_dir / "s3.pid", f"http://127.0.0.1:{port}"
     if pid_file.exists():
@@ -82,16 +82,16 @@ def start_detached(state_dir: Path, port: int) -> str:
             os.kill(pid, 0)
             old = pid_file.read_text().split()[1]
             wait_until_up(old, 5)
-            return old
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            raise RuntimeError(
-                f"port {port} on 127.0.0.1 is taken (another recforge demo or S3 server?); "
-                "stop it with `recforge dev-s3 stop --state-dir <its folder>`, choose another "
-                "port with --port, or point AWS_ENDPOINT_URL at the running server"
-            ) from None
+            return old, False
+    try:  # something already listens there (a bind probe would trip over TIME_WAIT)
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        pass
+    else:
+        raise RuntimeError(
+            f"port {port} on 127.0.0.1 is taken (another recforge demo or S3 server?); "
+            "stop it with `recforge dev-s3 stop --state-dir <its folder>`, choose another "
+            "port with --port, or point AWS_ENDPOINT_URL at the running server")
     log = open(state_dir / "s3.log", "ab")
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
@@ -103,7 +103,7 @@ def start_detached(state_dir: Path, port: int) -> str:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     pid_file.write_text(f"{proc.pid} {endpoint}\n")
     wait_until_up(endpoint)
-    return endpoint
+    return endpoint, True
 
 
 def stop_detached(state_dir: Path) -> bool:
@@ -120,8 +120,8 @@ def stop_detached(state_dir: Path) -> bool:
 def _cmd(args) -> int:
     state = Path(args.state_dir)
     if args.action == "start":
-        endpoint = start_detached(state, args.port)
-        print(f"local S3 server: {endpoint}")
+        endpoint, started = start_detached(state, args.port)
+        print(f"local S3 server: {endpoint}{'' if started else ' (already running)'}")
         print(f"  use it:  export AWS_ENDPOINT_URL={endpoint}")
         print(f"  stop it: recforge dev-s3 stop --state-dir {state}")
     elif args.action == "stop":
