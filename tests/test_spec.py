@@ -57,3 +57,16 @@ def test_overrides_are_revalidated():
     assert spec.with_overrides({"pack.resize": 128, "source.uri": None}).pack.resize == 128
     with pytest.raises(SpecError, match="pack.resize"):
         spec.with_overrides({"pack.resize": -1})
+
+
+def test_segmentation_defaults_follow_the_task_but_keep_explicit_values():
+    seg = {**BASE, "task": "segmentation", "source": {"uri": "s3://b/raw", "pairs": {}},
+           "segmentation": {"colormap": "voc"}}
+    spec = parse_spec(seg)
+    assert spec.bench.options.loader == "segmentation"
+    assert spec.quality.loader.value_range == (-2.2, 2.7)
+    assert spec.with_overrides({"pack.resize": 128}).bench.options.loader == "segmentation"
+    explicit = parse_spec({**seg, "bench": {"options": {"loader": "image_record_iter"}}})
+    assert explicit.bench.options.loader == "image_record_iter"
+    assert explicit.quality.loader.value_range == (0.0, 255.0)
+    assert parse_spec(BASE).bench.options.loader == "image_record_iter"

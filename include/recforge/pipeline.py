@@ -43,18 +43,9 @@ def benchmark_run(run: Run) -> dict:
     published); raises ``BenchFloorsFailed`` with the numbers when a floor is missed."""
     from recforge import loaderbench
 
-    bench = run.spec.bench
-    if run.spec.task == "segmentation" and "loader" not in bench.options.model_fields_set:
-        # time what segmentation users train with, unless the spec chose a loader
-        bench = bench.model_copy(update={"options": bench.options.model_copy(
-            update={"loader": "segmentation"})})
     return loaderbench.run_and_gate(
-        run.uri("out"), bench, run.output("bench.json"),
+        run.uri("out"), run.spec.bench, run.output("bench.json"),
         dataset_version=publish.choose_version(run), run_id=run.run_id)
-
-
-# (0 - 0.485) / 0.229 .. (1 - 0.406) / 0.225: ImageNet-normalised values, with a little slack
-SEGMENTATION_VALUE_RANGE = (-2.2, 2.7)
 
 
 def quality_run(run: Run, ti=None) -> dict:
@@ -64,16 +55,10 @@ def quality_run(run: Run, ti=None) -> dict:
     from recforge import quality, storage
 
     spec = run.spec
-    checks = spec.quality
     bench_uri = run.output("bench.json")
     bench = storage.read_json(bench_uri) if storage.exists(bench_uri) else None
-    if (bench and bench.get("options", {}).get("loader") == "segmentation"
-            and "value_range" not in checks.loader.model_fields_set):
-        # the segmentation loader's ToTensor normalises with the ImageNet mean/std
-        checks = checks.model_copy(update={"loader": checks.loader.model_copy(
-            update={"value_range": SEGMENTATION_VALUE_RANGE})})
     result = quality.run_and_upload(
-        run.uri("out"), checks, docs_uri=run.uri("out", "quality"),
+        run.uri("out"), spec.quality, docs_uri=run.uri("out", "quality"),
         source_manifest=run.source_manifest, pack=spec.pack, task=spec.task,
         loader_results=bench,
         dataset=spec.name, run_name=run.run_id)

@@ -7,6 +7,7 @@ the field and the fix.
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Literal
@@ -17,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from recforge.alerts import AlertSpec  # light: pydantic models only
 from recforge.loaderbench import BenchSpec
 from recforge.quality import QualitySpec
+
+# (0 - 0.485) / 0.229 .. (1 - 0.406) / 0.225: ImageNet-normalised values, with a little slack
+NORMALISED_VALUE_RANGE = (-2.2, 2.7)
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -169,6 +173,27 @@ class DatasetSpec(_Strict):
                 "'-', starting with a letter or digit (it becomes part of the dag_id and S3 keys)"
             )
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_defaults(cls, data):
+        """Defaults that depend on the task: a segmentation spec benchmarks the segmentation
+        loader, whose ToTensor normalises with the ImageNet mean/std, so the checklist's
+        loader value range follows. Values the spec sets explicitly are kept."""
+        if not isinstance(data, dict) or data.get("task") != "segmentation":
+            return data
+        data = copy.deepcopy(data)
+        bench = data.setdefault("bench", {})
+        if isinstance(bench, dict):
+            options = bench.setdefault("options", {})
+            if isinstance(options, dict):
+                options.setdefault("loader", "segmentation")
+                quality = data.setdefault("quality", {})
+                if options["loader"] == "segmentation" and isinstance(quality, dict):
+                    loader = quality.setdefault("loader", {})
+                    if isinstance(loader, dict):
+                        loader.setdefault("value_range", list(NORMALISED_VALUE_RANGE))
+        return data
 
     @model_validator(mode="after")
     def _task_sections(self) -> DatasetSpec:
