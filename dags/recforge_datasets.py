@@ -124,7 +124,10 @@ def build_dag(spec: DatasetSpec):
             """Loader throughput on the GPU worker queue; gates publish on the spec's floors."""
             return stage(context, "recforge.pipeline.benchmark_run")
 
-        @task(on_success_callback=notify if spec.alerts.on_success else None,
+        # passing runs notify too when the spec asks for success or warning notices
+        # (on_warning is on by default); the notifier decides per outcome what to send
+        @task(on_success_callback=notify if spec.alerts.on_success or spec.alerts.on_warning
+              else None,
               execution_timeout=timedelta(hours=1))
         def quality_gate(_: dict, **context) -> dict:
             """The Great Expectations checklist; Data Docs are published with the dataset."""

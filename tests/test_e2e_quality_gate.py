@@ -83,3 +83,26 @@ def test_loader_below_its_floor_blocks_publish_and_alerts_with_numbers(
     assert len(received) == 1, out[-3000:]
     alert = json.dumps(received[0]["json"])
     assert "benchmark" in alert and "is below the floor 1000000000" in alert
+
+
+def test_warning_publishes_and_notifies(bucket, tmp_path, webhook_server):  # noqa: F811
+    hook_url, received = webhook_server
+    make_source(bucket)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "pets.yaml").write_text(yaml.safe_dump({
+        "name": "pets", "schedule": None,
+        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
+        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
+        "bench": SMALL_BENCH,
+        # no class is exactly as large as the largest: class balance (a warn check) warns
+        "quality": {"class_balance_min_ratio": 1.0},
+        "alerts": {"webhook_url": hook_url},  # on_warning keeps its default (true)
+    }))
+    env = demo.airflow_env(REPO, {"AIRFLOW_HOME": str(tmp_path / "airflow"),
+                                  "RECFORGE_SPECS_DIR": str(specs)})
+    ok, out = demo.run_dag_test("recforge__pets", env)
+    assert ok, out[-3000:]
+    assert storage.exists(f"s3://{bucket}/datasets/pets/latest.json")
+    assert len(received) == 1, out[-3000:]
+    assert "class_balance" in json.dumps(received[0]["json"])

@@ -26,6 +26,8 @@ for dag_id, dag in bag.dags.items():
         "doc_md": bool(dag.doc_md), "params": sorted(dag.params.keys()),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "downstream": sorted(t.downstream_task_ids),
+                              "on_success": bool(t.on_success_callback),
+                              "on_failure": bool(t.on_failure_callback),
                               "outlets": [getattr(o, "uri", "") for o in t.outlets]}
                   for t in dag.tasks},
     }
@@ -79,3 +81,11 @@ def test_pipeline_order_and_asset(dagbag):
     for a, b in zip(chain, chain[1:], strict=False):
         assert b in dag[a]["downstream"], (a, b)
     assert dag["publish"]["outlets"] == ["s3://recforge-demo/datasets/demo_classification"]
+
+
+def test_alert_callbacks(dagbag):
+    tasks = dagbag["dags"]["recforge__demo_classification"]["tasks"]
+    assert all(t["on_failure"] for t in tasks.values())  # every failure alerts
+    # the demo spec keeps alerts.on_warning's default (true): the gate reports its warnings
+    assert tasks["quality_gate"]["on_success"]
+    assert not tasks["publish"]["on_success"]
