@@ -44,4 +44,4 @@ ENV RECFORGE_SPECS_DIR=/opt/airflow/include/datasets
 # Fail the build, not the first task, if a native library is missing.
 RUN missing="$(ldd "$(python -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("mxnet").origin).parent / "libmxnet.so")')" | awk '/not found/ {print $1}')" \
     && if [ -n "${missing}" ]; then echo "libmxnet.so cannot load: ${missing}" >&2; exit 1; fi \
-    && python -c "import mxnet, cv2, recforge.recordio; print('mxnet', mxnet.__version__, 'cv2', cv2.__version__)"
+    && python -c "import mxnet, cv2, recforge.format.recordio; print('mxnet', mxnet.__version__, 'cv2', cv2.__version__)"

@@ -28,8 +28,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from recforge.colormaps import load_colormap
-from recforge.masks import DecodedMask, MaskConverter, convert_file
+from recforge.segmentation.colormaps import load_colormap
+from recforge.segmentation.masks import DecodedMask, MaskConverter, convert_file
 
 
 def make_mask(width: int, height: int, seed: int) -> np.ndarray:

@@ -180,7 +180,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 def quality(root: Path, lst: Path, prefixes: dict[str, Path]) -> dict:
     from PIL import Image
 
-    from recforge import recordio
+    from recforge.format import recordio
 
     names = {int(line.split("\t")[0]): line.rstrip("\n").split("\t")[-1]
              for line in lst.read_text().splitlines()}

@@ -1,7 +1,7 @@
 """Loader throughput vs the bare-decode limit on ~500 packed 256-px JPEG records.
 
 Builds a split the way the pack stage does (sample photos → short side 256 → JPEG q95 →
-RecordIO), then runs ``recforge.loaderbench.run_benchmark`` with the usual training settings
+RecordIO), then runs ``recforge.bench.run_benchmark`` with the usual training settings
 (batch 64, 3x224x224, rand_crop + rand_mirror). Prints the table; ``--out`` keeps bench.json.
 
     PYTHONPATH=include python benchmarks/loader_vs_decode.py --repeat 3
@@ -15,8 +15,12 @@ import logging
 import tempfile
 from pathlib import Path
 
-from recforge import loaderbench, recordio, sampledata
+from recforge.bench import format_table, run_benchmark
+from recforge.bench.floors import save_results
+from recforge.dev import sampledata
+from recforge.format import recordio
 from recforge.imaging import ImageRejected, PackOptions, process
+from recforge.spec.bench import BenchOptions
 
 
 def build_split(root: Path, per_class: int, seed: int = 0) -> int:
@@ -50,21 +54,21 @@ def main() -> None:
     ap.add_argument("--out", help="write the last bench.json here")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    with tempfile.TemporaryDirectory(prefix="recforge-loaderbench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
         root = Path(tmp)
         n = build_split(root, args.per_class)
         size = (root / "train.rec").stat().st_size
         print(f"packed {n} records, {size / 1e6:.1f} MB ({size / n / 1e3:.1f} kB/record)")
-        opts = loaderbench.BenchOptions(
+        opts = BenchOptions(
             batch_size=64, data_shape=(3, 224, 224), rand_crop=True, rand_mirror=True,
             thread_grid=tuple(int(x) for x in args.grid.split(",")), warmup_batches=5,
             measure_batches=args.batches, decode_records=n)
         for i in range(args.repeat):
-            results = loaderbench.run_benchmark(str(root), opts)
+            results = run_benchmark(str(root), opts)
             print(f"\n=== run {i + 1}/{args.repeat}")
-            print(loaderbench.format_table(results))
+            print(format_table(results))
         if args.out:
-            loaderbench.save_results(results, args.out)
+            save_results(results, args.out)
 
 
 if __name__ == "__main__":

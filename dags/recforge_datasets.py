@@ -22,7 +22,8 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Asset, Param, dag, task
 
-from recforge.notifier import QualityNotifier
+from recforge.orchestration import pools
+from recforge.orchestration.notifier import QualityNotifier
 from recforge.spec import DatasetSpec, load_all_specs
 
 
@@ -68,61 +69,56 @@ def build_dag(spec: DatasetSpec):
         params=_params(spec),
     )
     def dataset_dag():
-        def stage(context, fn_path: str, *args):
-            from recforge.orchestration import run_stage
+        def stage(context, task_id: str, *args):
+            from recforge.orchestration.stage import run_stage
 
-            return run_stage(spec.name, context["params"], context["run_id"], fn_path, *args,
+            return run_stage(spec.name, context["params"], context["run_id"], task_id, *args,
                              ti=context["ti"])
+
+        per_shard = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": 16,
+                     "execution_timeout": timedelta(seconds=max(600, 3 * spec.pack.shard_size))}
 
         @task(execution_timeout=timedelta(minutes=30))
         def ingest(**context) -> dict:
-            return stage(context, "recforge.ingest.ingest")
-
-        seg = spec.task == "segmentation"
+            return stage(context, "ingest")
 
         @task(execution_timeout=timedelta(minutes=30))
         def flatten(_: dict, **context) -> dict:
             """Class folders → items; segmentation: image/mask pairs."""
-            return stage(context, "recforge.segstages.flatten_stage" if seg
-                         else "recforge.layout.flatten")
+            return stage(context, "flatten")
 
         @task(execution_timeout=timedelta(minutes=10))
         def remap_labels(_: dict, **context) -> dict:
             """Stable class ids; segmentation: classes from the label definition."""
-            return stage(context, "recforge.segstages.classes_stage" if seg
-                         else "recforge.labels.remap_labels")
-
-        @task(pool="recforge_pack", max_active_tis_per_dagrun=16,
-              execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
-        def convert_masks(shard_id: str, **context) -> str:
-            """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
-            stage(context, "recforge.segstages.convert_stage", shard_id)
-            return shard_id
+            return stage(context, "remap_labels")
 
         @task(execution_timeout=timedelta(minutes=30))
         def split(_: dict, **context) -> list[str]:
             """Returns the shard ids to pack (the per-split counts are in the log)."""
-            return stage(context, "recforge.split.split_and_plan")["shards"]
+            return stage(context, "split")["shards"]
 
-        @task(pool="recforge_pack", max_active_tis_per_dagrun=16,
-              execution_timeout=timedelta(seconds=max(600, 3 * spec.pack.shard_size)))
+        @task(**per_shard)
+        def convert_masks(shard_id: str, **context) -> str:
+            """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
+            stage(context, "convert_masks", shard_id)
+            return shard_id
+
+        @task(**per_shard)
         def pack(shard_id: str, **context) -> dict:
-            return stage(context, "recforge.segstages.pack_stage" if seg
-                         else "recforge.pack.pack_shard", shard_id)
+            return stage(context, "pack", shard_id)
 
         @task(execution_timeout=timedelta(hours=2))
         def merge(_: list, **context) -> dict:
-            return stage(context, "recforge.merge.merge")
+            return stage(context, "merge")
 
         @task(execution_timeout=timedelta(hours=1))
         def validate(_: dict, **context) -> dict:
-            return stage(context, "recforge.pipeline.validate_run")
+            return stage(context, "validate")
 
-        @task(queue="gpu", pool="recforge_gpu_bench",
-              execution_timeout=timedelta(minutes=30))
+        @task(queue="gpu", pool=pools.GPU_BENCH.name, execution_timeout=timedelta(minutes=30))
         def benchmark(_: dict, **context) -> dict:
             """Loader throughput on the GPU worker queue; gates publish on the spec's floors."""
-            return stage(context, "recforge.pipeline.benchmark_run")
+            return stage(context, "benchmark")
 
         # passing runs notify too when the spec asks for success or warning notices
         # (on_warning is on by default); the notifier decides per outcome what to send
@@ -131,17 +127,17 @@ def build_dag(spec: DatasetSpec):
               execution_timeout=timedelta(hours=1))
         def quality_gate(_: dict, **context) -> dict:
             """The Great Expectations checklist; Data Docs are published with the dataset."""
-            return stage(context, "recforge.pipeline.quality_run", context["ti"])  # pushes XCom
+            return stage(context, "quality_gate")
 
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict | None:
             if context["params"].get("dry_run"):
                 print("dry run: not published; the dataset stays in the run's staging out/")
                 return None
-            return stage(context, "recforge.publish.publish")
+            return stage(context, "publish")
 
         shard_ids = split(remap_labels(flatten(ingest())))
-        if seg:
+        if spec.task == "segmentation":
             shard_ids = convert_masks.expand(shard_id=shard_ids)
         packed = pack.expand(shard_id=shard_ids)
         publish(quality_gate(benchmark(validate(merge(packed)))))

@@ -11,15 +11,16 @@ import uuid
 
 import pytest
 
-from recforge import devserver
+from recforge.dev import s3server
+from tests.common.receivers import smtp_server, webhook_server  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    with devserver.running_server() as endpoint:
-        old = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", *devserver.DEV_CREDENTIALS)}
+    with s3server.running_server() as endpoint:
+        old = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", *s3server.DEV_CREDENTIALS)}
         os.environ["AWS_ENDPOINT_URL"] = endpoint
-        os.environ.update(devserver.DEV_CREDENTIALS)
+        os.environ.update(s3server.DEV_CREDENTIALS)
         yield endpoint
         for k, v in old.items():
             if v is None:

@@ -4,12 +4,12 @@ One :class:`Alert` names the dataset, the run, each failed (and warned) check wi
 observed value, and links to the Data Docs and the task log. It goes out as an email over
 SMTP and as a Slack-style incoming-webhook POST (``{"text": ..., "blocks": [...]}``, which
 Slack, Mattermost and Rocket.Chat accept). The plain functions work without Airflow; in
-Airflow, ``recforge.notifier.QualityNotifier`` is the task callback that sends them, with
-email through an Airflow SMTP connection. This module imports no Airflow: ``spec.py`` imports
-:class:`AlertSpec` at DAG parse time and the CLI must start fast.
+Airflow, ``recforge.orchestration.notifier.QualityNotifier`` is the task callback that sends
+them, with email through an Airflow SMTP connection. This module imports no Airflow.
 
-Configured per dataset by the spec's ``alerts`` field (:class:`AlertSpec`). The webhook URL is
-a secret: write it as ``${ENV_VAR}`` in the spec and set the variable on the workers.
+Configured per dataset by the spec's ``alerts`` field (``recforge.spec.alerts.AlertSpec``).
+The webhook URL is a secret: write it as ``${ENV_VAR}`` in the spec and set the variable on
+the workers.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import html
 import json
 import logging
-import os
-import re
 import smtplib
 import urllib.request
 from collections.abc import Iterable
@@ -26,56 +24,10 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from recforge.spec.alerts import AlertSpec
 
 log = logging.getLogger(__name__)
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
-ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 MAX_CHECKS_IN_ALERT = 15
-
-
-class AlertSpec(BaseModel):
-    """The spec's ``alerts`` field: who hears about a build, and when."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    emails: tuple[str, ...] = Field((), description="recipients of alert emails")
-    webhook_url: str | None = Field(
-        None, description="Slack-style incoming webhook; write '${ENV_VAR}' to keep the secret "
-        "out of the spec")
-    on_success: bool = Field(False, description="also notify when the gate passes")
-    on_warning: bool = Field(True, description="notify when the gate passes with warnings")
-    smtp_conn_id: str = Field("smtp_default", description="Airflow SMTP connection for email")
-    from_email: str | None = Field(
-        None, description="sender; default: the connection's from_email, else recforge@<host>")
-
-    @field_validator("emails")
-    @classmethod
-    def _emails_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [e for e in v if not EMAIL_RE.match(e)]
-        if bad:
-            raise ValueError(f"not email addresses: {bad}; write e.g. ['data-eng@example.com']")
-        return v
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _url_ok(cls, v: str | None) -> str | None:
-        if v is not None and not (ENV_REF.match(v) or v.startswith(("http://", "https://"))):
-            raise ValueError(f"webhook_url {v!r} must be an http(s) URL or '${{ENV_VAR}}'")
-        return v
-
-    def resolved_webhook_url(self) -> str | None:
-        """The URL with a ``${ENV_VAR}`` reference replaced by the variable's value."""
-        if self.webhook_url is None:
-            return None
-        m = ENV_REF.match(self.webhook_url)
-        if not m:
-            return self.webhook_url
-        value = os.environ.get(m.group(1))
-        if not value:
-            raise RuntimeError(f"alerts.webhook_url refers to ${{{m.group(1)}}}, which is not set "
-                               "on this worker; set it or remove webhook_url from the spec")
-        return value
 
 
 @dataclass(frozen=True)
@@ -223,7 +175,7 @@ def build_alert(result: dict | None, *, dataset: str | None = None, run: str | N
         dataset=dataset or result.get("dataset") or "(unknown dataset)",
         run=run or result.get("run") or "(unknown run)",
         status=status, checks=checks[:MAX_CHECKS_IN_ALERT],
-        docs_url=docs_url or result.get("data_docs_uri") or result.get("data_docs"),
+        docs_url=docs_url or result.get("data_docs"),
         log_url=log_url, error=None if error is None else str(error)[:4000],
     )
 

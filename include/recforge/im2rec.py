@@ -30,7 +30,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
-from recforge import quarantine, recordio
+from recforge import quarantine
+from recforge.format import recordio
 
 EXIT_OK = 0  # every item packed
 EXIT_QUARANTINED = 1  # finished; some items are in PREFIX.quarantine.tsv (or list mode skipped)
@@ -493,38 +494,6 @@ def _collect(entry) -> list[Result]:
 # ---------------------------------------------------------------- writing one .lst
 
 
-class _Writer:
-    """Append framed records to a ``.rec`` and ``key<TAB>offset`` lines to its ``.idx``,
-    exactly as ``MXIndexedRecordIO.write_idx`` does."""
-
-    def __init__(self, rec_path: str, idx_path: str):
-        self._rec = open(rec_path, "wb")
-        self._idx = open(idx_path, "w", encoding="ascii", newline="\n")
-        self._pos = 0
-
-    def write_framed(self, key: int, framed: bytes) -> int:
-        offset = self._pos
-        self._rec.write(framed)
-        self._pos += len(framed)
-        self._idx.write(f"{key}\t{offset}\n")
-        return offset
-
-    def sync(self) -> None:
-        for f in (self._rec, self._idx):
-            f.flush()
-            os.fsync(f.fileno())
-
-    def close(self) -> None:
-        self._rec.close()
-        self._idx.close()
-
-    def __enter__(self) -> _Writer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 @dataclass
 class Counts:
     listed: int = 0
@@ -562,7 +531,7 @@ def pack_list(lst_path: str, working_dir: str, cfg: Config, workers: int) -> Cou
     counts = Counts()
     started = last = time.monotonic()
     try:
-        with _Writer(tmp["rec"], tmp["idx"]) as writer, \
+        with recordio.RecordWriter(tmp["rec"], tmp["idx"]) as writer, \
                 open(tmp["quarantine"], "w", encoding="utf-8", errors="surrogateescape",
                      newline="\n") as qf:
             qf.write("\t".join(QUARANTINE_COLUMNS) + "\n")
@@ -654,16 +623,6 @@ def make_records(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- entry point
-
-
-def register(sub) -> None:
-    """List ``im2rec`` in ``recforge --help``; ``cli.main`` hands its arguments to
-    ``main`` untouched, so im2rec keeps MXNet's own parser and help."""
-    p = sub.add_parser("im2rec", add_help=False,
-                       help="drop-in for MXNet's tools/im2rec.py (see recforge im2rec --help)")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda args: main(args.rest))
-
 
 
 def main(argv: list[str]) -> int:

@@ -51,6 +51,23 @@ FIXES = {
 }
 
 
+MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+def fetch_reason(exc: Exception) -> tuple[str, str]:
+    """The one rule for an object that could not be fetched: ``(reason, detail)``.
+
+    ``missing`` when the object is gone (a local ``FileNotFoundError`` or S3's ``NoSuchKey`` /
+    404, however botocore words it), else ``read_error``. Every stage that fetches source
+    objects (mask conversion, pack, for classification and segmentation) uses this, so the
+    same vanished object gets the same reason everywhere.
+    """
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code") \
+        if isinstance(getattr(exc, "response", None), dict) else None
+    missing = isinstance(exc, FileNotFoundError) or str(code) in MISSING_CODES
+    return ("missing" if missing else "read_error"), repr(exc)[:300]
+
+
 @dataclass(frozen=True)
 class QuarantineEntry:
     """One refused input object; ``source_key`` is relative to the source prefix."""

@@ -1,7 +1,15 @@
 """One pipeline run: the spec, the run id and the S3 staging layout every stage shares.
 
-Stages find each other's outputs only through these names, so any task can run on any
-worker, and re-running a stage overwrites exactly what it wrote before (idempotent).
+This module owns every staging name: stages find each other's outputs only through these
+methods, so any task can run on any worker, and re-running a stage overwrites exactly what
+it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
+
+    ingest/source_manifest.jsonl  ingest/accepted.jsonl  <stage>/quarantine.jsonl
+    flatten/items.jsonl  labels/classes.json  split/shards.json
+    shards/<shard>/plan.jsonl  shards/<shard>/part.*  (pack's output)
+    masks/<shard>/*.png  masks/<shard>/{converted.jsonl, quarantine.jsonl, report.json}
+    out/   the merged dataset, exactly as it will be published
+    publish/version.json  the version name this run chose (retries reuse it)
 """
 
 from __future__ import annotations
@@ -11,9 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from recforge import storage
+from recforge.format import names
 from recforge.spec import DatasetSpec
-
-SPLITS = ("train", "val", "test")
 
 
 def safe_run_id(run_id: str) -> str:
@@ -23,6 +30,10 @@ def safe_run_id(run_id: str) -> str:
 
 def new_run_id() -> str:
     return "cli_" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def new_version(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
 
 
 @dataclass(frozen=True)
@@ -37,14 +48,17 @@ class Run:
     def uri(self, *parts: str) -> str:
         return storage.join(self.staging, *parts)
 
-    # Well-known staging objects, one per stage output.
+    # ---- stage outputs, in pipeline order
     @property
     def source_manifest(self) -> str:
-        return self.uri("ingest", "source_manifest.jsonl")
+        return self.uri("ingest", names.SOURCE_MANIFEST)
 
     @property
     def ingested(self) -> str:
         return self.uri("ingest", "accepted.jsonl")
+
+    def stage_quarantine(self, stage: str) -> str:
+        return self.uri(stage, names.QUARANTINE)
 
     @property
     def items(self) -> str:
@@ -52,10 +66,11 @@ class Run:
 
     @property
     def classes(self) -> str:
-        return self.uri("labels", "classes.json")
+        return self.uri("labels", names.CLASSES)
 
-    def stage_quarantine(self, stage: str) -> str:
-        return self.uri(stage, "quarantine.jsonl")
+    @property
+    def shard_list(self) -> str:
+        return self.uri("split", "shards.json")
 
     def shard_plan(self, shard_id: str) -> str:
         return self.uri("shards", shard_id, "plan.jsonl")
@@ -63,10 +78,43 @@ class Run:
     def shard_output(self, shard_id: str, name: str) -> str:
         return self.uri("shards", shard_id, name)
 
+    def masks(self, shard_id: str, *parts: str) -> str:
+        """The mask conversion's output for one shard: class-id PNGs and its reports."""
+        return self.uri("masks", shard_id, *parts)
+
+    def converted_masks(self, shard_id: str) -> str:
+        return self.masks(shard_id, "converted.jsonl")
+
+    def mask_quarantine(self, shard_id: str) -> str:
+        return self.masks(shard_id, names.QUARANTINE)
+
+    def mask_report(self, shard_id: str) -> str:
+        return self.masks(shard_id, "report.json")
+
     @property
-    def shard_list(self) -> str:
-        return self.uri("split", "shards.json")
+    def out(self) -> str:
+        """The merged dataset, exactly as it will be published."""
+        return self.uri("out")
 
     def output(self, name: str) -> str:
-        """The merged dataset, exactly as it will be published."""
         return self.uri("out", name)
+
+    @property
+    def quality_docs(self) -> str:
+        """Where the checklist's Data Docs land (under ``out/``, so they are published)."""
+        return self.uri("out", names.QUALITY_DIR)
+
+    def version(self) -> str:
+        """The version name this run publishes under: chosen once, kept in staging, so the
+        benchmark, the checklist and a retried publish all name the same version."""
+        chosen = self.uri("publish", "version.json")
+        if storage.exists(chosen):
+            return storage.read_json(chosen)["version"]
+        version = new_version()
+        storage.write_json(chosen, {"version": version})
+        return version
+
+    def pin_version(self, version: str) -> str:
+        """Choose ``version`` explicitly (replaces an earlier choice)."""
+        storage.write_json(self.uri("publish", "version.json"), {"version": version})
+        return version

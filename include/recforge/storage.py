@@ -8,10 +8,12 @@ published data; the pipeline's staging and publishing normally use S3.
 
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -234,3 +236,30 @@ def get_range(uri: str, start: int, length: int) -> bytes:
     with open(local_path(uri), "rb") as f:
         f.seek(start)
         return f.read(length)
+
+
+def _get_or_error(uri: str) -> bytes | Exception:
+    try:
+        return get_bytes(uri)
+    except Exception as exc:  # handed to the caller, who decides per object
+        return exc
+
+
+def prefetch(uris: Iterable[str], threads: int = 8, ahead: int | None = None
+             ) -> Iterator[bytes | Exception]:
+    """Each object's bytes (or the exception fetching it raised), in the order given.
+
+    GETs are I/O-bound, so ``threads`` run in parallel, but never more than ``ahead``
+    (default ``4 * threads``) objects are in memory: a shard of any size streams through
+    with flat memory, and the consumer sees a deterministic order. The one prefetch every
+    stage uses; ``quarantine.fetch_reason`` turns an exception into the object's reason.
+    """
+    ahead = max(1, ahead or 4 * threads)
+    window: collections.deque = collections.deque()
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        for uri in uris:
+            window.append(pool.submit(_get_or_error, uri))
+            if len(window) >= ahead:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()

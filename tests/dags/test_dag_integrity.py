@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -18,12 +19,14 @@ from airflow.models.dagbag import DagBag
 bag = DagBag(sys.argv[1], include_examples=False)
 heavy = sorted(m for m in ("mxnet", "cv2", "great_expectations", "boto3", "numpy")
                if m in sys.modules)
-out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "heavy": heavy, "dags": {}}
+out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "heavy": heavy, "dags": {},
+       "recforge": sorted(m for m in sys.modules if m.split(".")[0] == "recforge")}
 for dag_id, dag in bag.dags.items():
     out["dags"][dag_id] = {
         "tags": sorted(dag.tags), "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs, "schedule": str(dag.timetable.summary),
         "doc_md": bool(dag.doc_md), "params": sorted(dag.params.keys()),
+        "kind": next(t for t in dag.tags if t in ("classification", "segmentation")),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "downstream": sorted(t.downstream_task_ids),
                               "on_success": bool(t.on_success_callback),
@@ -35,16 +38,38 @@ print("RESULT" + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def dagbag(tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow_home")
+def _parse(home: Path, specs: Path) -> dict:
     env = {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "PATH": "/usr/bin:/bin", "RECFORGE_SPECS_DIR": str(REPO / "include" / "datasets")}
+           "PATH": "/usr/bin:/bin", "RECFORGE_SPECS_DIR": str(specs)}
     proc = subprocess.run([sys.executable, "-c", PROBE, str(REPO / "dags")], env=env,
                           capture_output=True, text=True, timeout=300)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
     assert line, proc.stderr[-3000:]
     return json.loads(line[0][len("RESULT"):])
+
+
+@pytest.fixture(scope="module")
+def dagbag(tmp_path_factory):
+    return _parse(tmp_path_factory.mktemp("airflow_home"), REPO / "include" / "datasets")
+
+
+SEGMENTATION_SPEC = """
+name: city
+task: segmentation
+source: {uri: "s3://b/raw/city", pairs: {images: img, masks: lbl}}
+segmentation: {colormap: cityscapes}
+publish: {uri: "s3://b/datasets"}
+"""
+
+
+@pytest.fixture(scope="module")
+def both_kinds(tmp_path_factory):
+    """The demo spec and a segmentation spec, parsed together."""
+    specs = tmp_path_factory.mktemp("specs")
+    for p in (REPO / "include" / "datasets").glob("*.yaml"):
+        (specs / p.name).write_text(p.read_text())
+    (specs / "city.yaml").write_text(SEGMENTATION_SPEC)
+    return _parse(tmp_path_factory.mktemp("airflow_home"), specs)
 
 
 def test_no_import_errors(dagbag):
@@ -89,3 +114,31 @@ def test_alert_callbacks(dagbag):
     # the demo spec keeps alerts.on_warning's default (true): the gate reports its warnings
     assert tasks["quality_gate"]["on_success"]
     assert not tasks["publish"]["on_success"]
+
+
+def test_parse_time_loads_only_the_spec_and_the_airflow_edge(both_kinds):
+    allowed = ("recforge", "recforge.errors")
+    loaded = [m for m in both_kinds["recforge"] if m not in allowed
+              and not m.startswith(("recforge.spec.", "recforge.orchestration."))
+              and m not in ("recforge.spec", "recforge.orchestration")]
+    assert loaded == [], loaded
+    assert "recforge.orchestration.stage" not in both_kinds["recforge"]  # imported by tasks
+    dag_file = ast.parse((REPO / "dags" / "recforge_datasets.py").read_text())
+    imported = {n.module for n in ast.walk(dag_file) if isinstance(n, ast.ImportFrom)
+                and n.module and n.module.startswith("recforge")}
+    assert imported <= {"recforge.spec", "recforge.orchestration",
+                        "recforge.orchestration.pools", "recforge.orchestration.notifier",
+                        "recforge.orchestration.stage"}, imported
+
+
+def test_tasks_are_the_stage_table_in_order(both_kinds):
+    from recforge.stages import stages_for
+
+    kinds = set()
+    for dag_id, dag in both_kinds["dags"].items():
+        kinds.add(dag["kind"])
+        chain = [s.task_id for s in stages_for(dag["kind"])]
+        assert sorted(dag["tasks"]) == sorted(chain), dag_id
+        for a, b in zip(chain, chain[1:], strict=False):
+            assert dag["tasks"][a]["downstream"] == [b], (dag_id, a, b)
+    assert kinds == {"classification", "segmentation"}

@@ -1,0 +1,176 @@
+"""The whole benchmark: fetch, bare decode, size check, the thread sweep, the value check.
+
+``run_benchmark`` produces the ``bench.json`` dict. It sweeps ``preprocess_threads``: the
+effective value of each grid value is predicted from MXNet's cap formula, read back from
+MXNet's own log line and recorded, and grid values that collapse to the same effective value
+are measured once. ``loader: segmentation`` hands over to ``recforge.bench.segmentation``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from recforge.bench.device import _host, nprocs, resolve_device, thread_cap
+from recforge.bench.loader import check_values, run_loader
+from recforge.bench.records import (
+    UPSCALE_NOTE,
+    LoaderBenchError,
+    _record_sizes,
+    bare_decode,
+    count_records,
+    fetch_split,
+    size_check,
+)
+from recforge.bench.results import SCHEMA, _r, recommend
+from recforge.bench.segmentation import _segmentation
+from recforge.format import names
+from recforge.spec.bench import BenchOptions
+
+log = logging.getLogger(__name__)
+
+
+def run_benchmark(prefix: str, options: BenchOptions | None = None) -> dict:
+    """Benchmark the loader over ``<prefix>/<split>.rec``; returns the ``bench.json`` dict.
+
+    ``prefix`` is a local folder or an ``s3://`` prefix (downloaded to a temporary folder).
+    Raises ``LoaderBenchError`` with the values and the fix when the loader cannot run.
+    """
+    opts = options or BenchOptions()
+    started = datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
+        fetched = fetch_split(prefix, opts.split, Path(tmp))
+        root = fetched["root"]
+        if opts.loader == "segmentation":
+            return _segmentation(prefix, root, opts, fetched, started)
+        return _run(prefix, root, opts, fetched, started)
+
+
+def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, started) -> dict:
+    warnings: list[str] = []
+    device = resolve_device(opts.device, opts.gpu_id)
+    host = _host()
+    rec = root / names.rec(opts.split)
+    n_records = count_records(root / names.idx(opts.split))
+    rec_bytes = rec.stat().st_size
+    num_classes = None
+    if (root / names.CLASSES).exists():
+        num_classes = json.loads((root / names.CLASSES).read_text()).get("num_classes")
+    if n_records < opts.batch_size:
+        raise LoaderBenchError(
+            f"{rec} has {n_records} records, fewer than batch_size={opts.batch_size}; "
+            "lower the batch size for this split"
+        )
+
+    log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
+             rec_bytes / 1e6, device["statement"])
+    decode = bare_decode(rec, opts.decode_records)
+    manifest_sizes = _record_sizes(root, opts.split)
+    sizes = (size_check(manifest_sizes, opts.data_shape, "records.jsonl (every record)")
+             if manifest_sizes else
+             size_check(decode["sizes"], opts.data_shape,
+                        f"decoded sample of the first {decode['records']} records"))
+    decode.pop("sizes")
+    if sizes["smaller_than_data_shape"]:
+        warnings.append(
+            f"{sizes['smaller_than_data_shape']} of {sizes['checked']} images are smaller "
+            f"than data_shape {opts.data_shape[1]}x{opts.data_shape[2]} (smallest "
+            f"{sizes['smallest']['height']}x{sizes['smallest']['width']}): {UPSCALE_NOTE}"
+        )
+
+    procs = nprocs()
+    cap = thread_cap(procs)
+    grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
+    by_effective: dict[int, list[int]] = {}
+    for t in grid:
+        by_effective.setdefault(min(t, cap), []).append(t)
+    runs = []
+    for eff, requested in sorted(by_effective.items()):
+        log.info("bench: preprocess_threads %s → effective %d", requested, eff)
+        r = run_loader(root, opts, max(requested), device, sizes)
+        r["effective_threads"] = eff
+        r["requested_threads"] = requested
+        if r["observed_threads"] is not None and r["observed_threads"] != eff:
+            warnings.append(
+                f"MXNet used {r['observed_threads']} decode threads where the cap formula "
+                f"predicts {eff} (requested {requested}, {procs} CPUs); trust the observed value"
+            )
+        runs.append(r)
+        log.info("bench: %d thread(s): %.0f img/s, p99 %.1f ms, first batch %.2f s", eff,
+                 r["images_per_sec"], r["latency_ms"]["p99"], r["time_to_first_batch_s"])
+    primary = next(r for r in runs if opts.preprocess_threads in r["requested_threads"])
+    rec_pick = recommend(runs)
+    best = next(r for r in runs if r["effective_threads"] == rec_pick["preprocess_threads"])
+
+    problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
+    values = check_values(root, opts, best["effective_threads"], device, sizes)
+    problems += values["problems"]
+    lab_lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
+    lab_hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
+    if num_classes is not None and opts.label_width == 1 and (
+            lab_lo < 0 or lab_hi >= num_classes or lab_lo != int(lab_lo)
+            or lab_hi != int(lab_hi)):
+        problems.append(f"labels span [{lab_lo:g}, {lab_hi:g}], not integers in "
+                        f"[0, {num_classes}) as classes.json says")
+    if decode["undecodable"]:
+        problems.append(f"{decode['undecodable']} of the first {decode['records']} records "
+                        "do not decode with cv2.imdecode")
+    if opts.preprocess_threads > cap:
+        warnings.append(
+            f"preprocess_threads={opts.preprocess_threads} is above MXNet's cap "
+            f"max(nprocs/2 - 1, 1) = {cap} on this {procs}-CPU host; MXNet silently uses {cap}"
+        )
+
+    summary = {
+        "device": device["kind"],
+        "preprocess_threads": best["effective_threads"],
+        "images_per_sec": best["images_per_sec"],
+        "latency_p50_ms": best["latency_ms"]["p50"],
+        "latency_p95_ms": best["latency_ms"]["p95"],
+        "latency_p99_ms": best["latency_ms"]["p99"],
+        "time_to_first_batch_s": best["time_to_first_batch_s"],
+        "read_mb_per_sec": best["read_mb_per_sec"],
+        "bare_decode_images_per_sec": decode["images_per_sec"],
+        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
+        "bare_decode_limit_at_threads": round(
+            decode["images_per_sec"] * min(best["effective_threads"], procs), 1),
+        "fraction_smaller_than_data_shape": sizes["fraction_smaller"],
+        "gpu_memory_peak_bytes": best["gpu_memory_peak_bytes"],
+        "configured_threads_images_per_sec": primary["images_per_sec"],
+    }
+    return {
+        "schema": SCHEMA,
+        "created_at": started.isoformat(),
+        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
+        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
+        "loader": "mx.io.ImageRecordIter",
+        "options": opts.model_dump(mode="json"),
+        "host": host,
+        "device": device,
+        "dataset": {
+            "records": n_records, "rec_bytes": rec_bytes,
+            "mean_record_bytes": round(rec_bytes / n_records, 1), "num_classes": num_classes,
+            "download_seconds": _r(fetched["download_seconds"]),
+            "download_mb_per_sec": (round(fetched["downloaded_bytes"] / 1e6
+                                          / fetched["download_seconds"], 2)
+                                    if fetched["download_seconds"] else None),
+        },
+        "bare_decode": decode,
+        "image_sizes": sizes,
+        "threads": {
+            "nprocs": procs, "cap": cap, "cap_formula": "max(nprocs // 2 - 1, 1) (MXNet 1.9.1 "
+            "ImageRecordIOParser2::Init, applied silently)",
+            "grid": grid, "measured_effective": sorted(by_effective),
+        },
+        "runs": runs,
+        "value_check": values,
+        "label_range": [lab_lo, lab_hi],
+        "recommendation": {**rec_pick, "prefetch_buffer": opts.prefetch_buffer,
+                           "batch_size": opts.batch_size, "device": device["kind"]},
+        "summary": summary,
+        "problems": problems,
+        "warnings": warnings,
+    }

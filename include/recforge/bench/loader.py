@@ -1,0 +1,280 @@
+"""One ``mx.io.ImageRecordIter`` run, timed like a training loop that waits for data.
+
+Measures what a training loop sees: images per second over a warm window, per-batch latency
+percentiles, time to the first batch, ``.rec`` bytes consumed per second, and every batch's
+shape, dtype and label range (value ranges in a separate, untimed pass: ``check_values``).
+MXNet's own log line (captured from fd 2) says how many decode threads it really used.
+
+An iterator error becomes one sentence with the values and the fix (``explain_iter_error``);
+the real size error is an explicit ``max_crop_size`` larger than an image, reported with the
+smallest image found.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from recforge.bench.device import _first_mxnet_message, _gpu_used_bytes
+from recforge.bench.records import LoaderBenchError, count_records
+from recforge.bench.results import _r, percentile
+from recforge.format import names
+from recforge.spec.bench import BenchOptions
+
+log = logging.getLogger(__name__)
+
+_THREADS_RE = re.compile(r"use (\d+) threads for decoding")
+
+
+@contextmanager
+def _captured_stderr():
+    """Capture fd 2 (MXNet's C++ LOG lines) into a list holding one string.
+
+    Process-wide for the ~0.1 s it takes to build an iterator: anything another thread
+    writes to stderr meanwhile lands in the debug log instead.
+    """
+    out: list[str] = []
+    try:
+        fd = os.dup(2)
+    except OSError:  # no fd 2 (rare daemons): run uncaptured
+        yield out
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield out
+        finally:
+            os.dup2(fd, 2)
+            os.close(fd)
+            tmp.seek(0)
+            out.append(tmp.read().decode("utf-8", "replace"))
+
+
+def _iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool,
+                 device_id: int = 0) -> dict:
+    kw = {
+        "path_imgrec": str(root / names.rec(opts.split)),
+        "path_imgidx": str(root / names.idx(opts.split)),
+        "data_shape": tuple(opts.data_shape), "batch_size": opts.batch_size,
+        "rand_crop": opts.rand_crop, "rand_mirror": opts.rand_mirror,
+        "preprocess_threads": threads, "prefetch_buffer": opts.prefetch_buffer,
+        "shuffle": opts.shuffle, "seed": opts.seed, "label_width": opts.label_width,
+        "verbose": verbose,
+        # ImageRecordIter allocates its output in pinned host memory of this GPU
+        # (CPUPinned(device_id)); on CPU builds that is ordinary memory
+        "device_id": device_id,
+    }
+    for name in ("resize", "max_crop_size", "min_crop_size"):
+        if getattr(opts, name) != -1:
+            kw[name] = getattr(opts, name)
+    kw.update(opts.iter_kwargs)
+    return kw
+
+
+def explain_iter_error(exc: Exception, rec: Path, opts: BenchOptions,
+                       sizes: dict | None) -> str:
+    """Turn an MXNet iterator error into one sentence with the values and the fix."""
+    msg = _first_mxnet_message(exc)
+    smallest = (sizes or {}).get("smallest")
+    small_txt = (f"the smallest image checked is {smallest['height']}x{smallest['width']} "
+                 f"(key {smallest['key']})" if smallest else "image sizes unknown")
+    if "smaller than max_crop_size" in msg:
+        hint = (f"max_crop_size={opts.max_crop_size} is larger than an image ({small_txt}); "
+                "lower max_crop_size or pack with a larger pack.resize")
+    elif "smaller than input shape" in msg:
+        hint = (f"data_shape {opts.data_shape} is larger than an image ({small_txt}); lower "
+                "data_shape or pack with a larger pack.resize")
+    elif "label_width" in msg:
+        hint = ("the records carry a different number of labels than label_width="
+                f"{opts.label_width}; set label_width to the records' label count")
+    elif "Cannot find any files" in msg:
+        hint = f"{rec} does not exist or is unreadable"
+    elif "number of input images must be bigger than the batch size" in msg:
+        hint = f"the split has fewer records than batch_size={opts.batch_size}; lower it"
+    else:
+        hint = "see the MXNet message; run with -v for the full traceback"
+    return f"ImageRecordIter failed on {rec}: {msg} — {hint}"
+
+
+def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | None,
+               device_id: int = 0):
+    """Construct the iterator (which decodes the first batch); returns (iter, seconds, log)."""
+    rec = root / names.rec(opts.split)
+    t0 = time.perf_counter()
+    failure = None
+    with _captured_stderr() as err:
+        try:
+            # MXDataIter.__init__ fetches the first batch, so this is time to first batch
+            it = mx.io.ImageRecordIter(**_iter_kwargs(root, opts, threads, verbose=True,
+                                                      device_id=device_id))
+        except mx.base.MXNetError as exc:
+            failure = exc
+    seconds = time.perf_counter() - t0
+    text = err[0] if err else ""
+    for line in text.splitlines():
+        log.debug("mxnet: %s", line)
+    if failure is not None:
+        raise LoaderBenchError(explain_iter_error(failure, rec, opts, sizes)) from failure
+    return it, seconds, text
+
+
+def _next(it):
+    """Next batch, wrapping to a new epoch like a training loop; returns (batch, wrapped)."""
+    try:
+        return it.next(), False
+    except StopIteration:
+        it.reset()
+        return it.next(), True
+
+
+def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
+               sizes: dict | None = None) -> dict:
+    """Build one ImageRecordIter and time it like a training loop that waits for data.
+
+    Per batch the timed loop only waits for the data (copied to the GPU when there is one)
+    and reads the labels; shape, dtype, pad and label range of every batch are recorded.
+    Value ranges need full reductions, which on CPU steal the decode threads' cores (they
+    cut measured throughput by 40-90 % on 2 cores), so ``check_values`` does them in a
+    separate, untimed pass.
+    """
+    import mxnet as mx
+    import numpy as np
+
+    rec = root / names.rec(opts.split)
+    ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
+    gpu_base = _gpu_used_bytes(mx, device["gpu_id"]) if ctx is not None else None
+    gpu_peak = gpu_base
+    it, first_batch_s, text = _open_iter(mx, root, opts, threads, sizes,
+                                         device["gpu_id"] or 0)
+    m = _THREADS_RE.search(text)
+    observed = int(m.group(1)) if m else None
+
+    expect_shape = [opts.batch_size, *opts.data_shape]
+    per_batch: list[dict] = []
+    problems: list[str] = []
+    latencies: list[float] = []
+    images = 0
+    epochs = 0
+    window_start = time.perf_counter()
+    for i in range(opts.warmup_batches + opts.measure_batches):
+        if i == opts.warmup_batches:
+            window_start = time.perf_counter()
+            images = 0
+        t = time.perf_counter()
+        batch, wrapped = _next(it)
+        epochs += wrapped
+        data = batch.data[0]
+        if ctx is not None:
+            data = data.as_in_context(ctx)
+        data.wait_to_read()
+        lat = time.perf_counter() - t
+        labels = batch.label[0].asnumpy()
+        if ctx is not None:
+            gpu_peak = max(gpu_peak, _gpu_used_bytes(mx, device["gpu_id"]))
+        pad = int(batch.pad or 0)
+        row = {
+            "batch": i, "warmup": i < opts.warmup_batches, "latency_ms": round(lat * 1e3, 3),
+            "shape": list(data.shape), "dtype": np.dtype(data.dtype).name,
+            "label_min": float(labels.min()), "label_max": float(labels.max()),
+            "pad": pad, "context": str(data.context),
+        }
+        per_batch.append(row)
+        if row["shape"] != expect_shape:
+            problems.append(f"batch {i}: shape {row['shape']} != expected {expect_shape}")
+        if i >= opts.warmup_batches:
+            latencies.append(lat)
+            images += opts.batch_size - pad
+            if time.perf_counter() - window_start > opts.max_seconds_per_run:
+                log.warning("run with %d threads: stopped after %d measured batches "
+                            "(max_seconds_per_run=%s)", threads, len(latencies),
+                            opts.max_seconds_per_run)
+                break
+    window_s = time.perf_counter() - window_start
+    del it
+
+    rec_bytes = rec.stat().st_size
+    n_records = count_records(root / names.idx(opts.split))
+    ips = images / window_s if window_s > 0 else 0.0
+    return {
+        "requested_threads": threads,
+        "observed_threads": observed,
+        "time_to_first_batch_s": round(first_batch_s, 4),
+        "images_per_sec": round(ips, 1),
+        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
+        "latency_ms": {
+            "p50": _r(percentile(latencies, 50) * 1e3), "p95": _r(percentile(latencies, 95) * 1e3),
+            "p99": _r(percentile(latencies, 99) * 1e3), "max": _r(max(latencies) * 1e3),
+            "mean": _r(sum(latencies) / len(latencies) * 1e3),
+        },
+        "window": {"batches": len(latencies), "images": images, "seconds": round(window_s, 4),
+                   "warmup_batches": opts.warmup_batches, "epochs_wrapped": epochs},
+        "batches_seen": {
+            "count": len(per_batch),
+            "shapes": sorted({tuple(b["shape"]) for b in per_batch}),
+            "dtypes": sorted({b["dtype"] for b in per_batch}),
+            "label_min": min(b["label_min"] for b in per_batch),
+            "label_max": max(b["label_max"] for b in per_batch),
+        },
+        "batches": per_batch,
+        "gpu_memory_peak_bytes": gpu_peak,
+        "gpu_memory_baseline_bytes": gpu_base,
+        "problems": problems,
+    }
+
+
+def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
+                 sizes: dict | None = None) -> dict:
+    """Untimed pass: value range and finiteness of every batch of one epoch.
+
+    One epoch (capped at ``max_check_batches``) sees every record once. Reductions run on the
+    GPU when there is one (after the same copy training does), else in numpy.
+    """
+    import mxnet as mx
+    import numpy as np
+
+    n_records = count_records(root / names.idx(opts.split))
+    n_batches = min(math.ceil(n_records / opts.batch_size), opts.max_check_batches)
+    ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
+    it, _, _ = _open_iter(mx, root, opts, threads, sizes, device["gpu_id"] or 0)
+    rows = []
+    problems = []
+    for i in range(n_batches):
+        batch, _ = _next(it)
+        data = batch.data[0]
+        if ctx is not None:
+            data = data.as_in_context(ctx)
+            red = mx.nd.concat(mx.nd.min(data).reshape((1,)), mx.nd.max(data).reshape((1,)),
+                               mx.nd.sum(data).reshape((1,)), dim=0).asnumpy()
+            lo, hi, finite = float(red[0]), float(red[1]), bool(np.isfinite(red[2]))
+        else:
+            a = data.asnumpy()
+            lo, hi, finite = float(a.min()), float(a.max()), bool(np.isfinite(a).all())
+        labels = batch.label[0].asnumpy()
+        rows.append({"batch": i, "shape": list(data.shape), "dtype": np.dtype(data.dtype).name,
+                     "min": lo, "max": hi, "finite": finite, "label_min": float(labels.min()),
+                     "label_max": float(labels.max()), "pad": int(batch.pad or 0)})
+        if not finite:
+            problems.append(f"value check batch {i}: data has NaN or Inf")
+    del it
+    lo = min(r["min"] for r in rows)
+    hi = max(r["max"] for r in rows)
+    if hi <= lo:
+        problems.append(f"every value of every checked batch is {lo}: the images decode to a "
+                        "constant (corrupt data or a wrong mean/std)")
+    return {
+        "batches": len(rows), "records_covered": min(n_records, len(rows) * opts.batch_size),
+        "of_records": n_records, "value_min": lo, "value_max": hi,
+        "all_finite": all(r["finite"] for r in rows),
+        "label_min": min(r["label_min"] for r in rows),
+        "label_max": max(r["label_max"] for r in rows),
+        "shapes": sorted({tuple(r["shape"]) for r in rows}),
+        "dtypes": sorted({r["dtype"] for r in rows}),
+        "per_batch": rows, "problems": problems,
+        "note": "untimed pass with the recommended preprocess_threads, after the sweep",
+    }

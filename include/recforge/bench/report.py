@@ -1,0 +1,46 @@
+"""What people read: the results of one benchmark as a plain-text table (``recforge bench``)."""
+
+from __future__ import annotations
+
+
+def format_table(results: dict) -> str:
+    s = results["summary"]
+    d = results["dataset"]
+    lines = [
+        f"loader benchmark: {results['prefix']} split {results['split']}: {d['records']} "
+        f"records, {d['rec_bytes'] / 1e6:.1f} MB",
+        f"device: {results['device']['statement']}",
+        f"bare decode (1 thread, {results['bare_decode']['records']} records): "
+        f"{results['bare_decode']['images_per_sec']:.0f} img/s",
+        f"preprocess_threads cap on {results['threads']['nprocs']} CPUs: "
+        f"{results['threads']['cap']} ({results['threads']['cap_formula']})",
+        "",
+        f"{'requested':>12} {'used':>5} {'img/s':>8} {'vs decode':>9} {'p50 ms':>8} "
+        f"{'p95 ms':>8} {'p99 ms':>8} {'1st batch s':>11} {'MB/s':>8}",
+    ]
+    for r in results["runs"]:
+        req = ",".join(str(t) for t in r["requested_threads"])
+        used = r["observed_threads"] if r["observed_threads"] is not None else \
+            r["effective_threads"]
+        lat = r["latency_ms"]
+        lines.append(
+            f"{req:>12} {used:>5} {r['images_per_sec']:>8.1f} "
+            f"{r['images_per_sec'] / results['bare_decode']['images_per_sec']:>9.2f} "
+            f"{lat['p50']:>8.2f} {lat['p95']:>8.2f} {lat['p99']:>8.2f} "
+            f"{r['time_to_first_batch_s']:>11.3f} {r['read_mb_per_sec']:>8.2f}")
+    chk = results["value_check"]
+    lines += [
+        "",
+        f"value check ({chk['batches']} batches, {chk['records_covered']} of "
+        f"{chk['of_records']} records): shapes {chk['shapes']}, dtypes {chk['dtypes']}, "
+        f"values [{chk['value_min']:g}, {chk['value_max']:g}], finite {chk['all_finite']}, "
+        f"labels [{results['label_range'][0]:g}, {results['label_range'][1]:g}]",
+        f"GPU memory peak: {s['gpu_memory_peak_bytes'] if s['gpu_memory_peak_bytes'] is not None else 'null (CPU run)'}",  # noqa: E501
+        f"recommendation: preprocess_threads={results['recommendation']['preprocess_threads']}"
+        f" ({results['recommendation']['images_per_sec']:.0f} img/s)",
+    ]
+    lines += [f"warning: {w}" for w in results["warnings"]]
+    lines += [f"PROBLEM: {p}" for p in results["problems"]]
+    for v in results.get("violations", []):
+        lines.append(f"FLOOR: {v}")
+    return "\n".join(lines)

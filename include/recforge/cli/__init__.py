@@ -1,0 +1,56 @@
+"""``recforge`` command line: every pipeline step without Airflow.
+
+Every sub-command lives in this package, one module per group, each with a
+``register(subparsers)`` listed in ``COMMAND_MODULES``; handlers import the engines they
+call, so ``recforge --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+COMMAND_MODULES = [
+    "recforge.cli.build",
+    "recforge.cli.check",
+    "recforge.cli.bench",
+    "recforge.cli.im2rec",
+    "recforge.cli.masks",
+    "recforge.cli.dev",
+]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recforge",
+        description="Forge, check, benchmark and publish MXNet RecordIO datasets.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["im2rec"]:  # im2rec keeps MXNet's own argument parser and help
+        from recforge import im2rec
+
+        return im2rec.main(argv[1:])
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return args.func(args)
+    except Exception as exc:  # one clear line for expected failures; traceback with -v
+        if args.verbose:
+            raise
+        print(f"recforge {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+

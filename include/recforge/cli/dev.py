@@ -1,0 +1,58 @@
+"""``recforge demo | dev-s3 | sample-data``: the development conveniences (``recforge.dev``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _demo(args) -> int:
+    from recforge.dev.demo import run_demo
+
+    return run_demo(Path(args.repo), port=args.port, per_class=args.per_class)
+
+
+def _dev_s3(args) -> int:
+    from recforge.dev import s3server
+
+    state = Path(args.state_dir)
+    if args.action == "start":
+        endpoint, started = s3server.start_detached(state, args.port)
+        print(f"local S3 server: {endpoint}{'' if started else ' (already running)'}")
+        print(f"  use it:  export AWS_ENDPOINT_URL={endpoint}")
+        print(f"  stop it: recforge dev-s3 stop --state-dir {state}")
+    elif args.action == "stop":
+        print("stopped" if s3server.stop_detached(state) else "not running")
+    else:
+        pid_file = state / "s3.pid"
+        print(pid_file.read_text().strip() if pid_file.exists() else "not running")
+    return 0
+
+
+def _sample_data(args) -> int:
+    from recforge.dev import sampledata
+
+    n = sampledata.upload(args.uri, args.per_class, args.seed)
+    good = n - len(sampledata.BAD_OBJECTS)
+    print(f"wrote {n} objects ({good} images in {len(sampledata.CLASSES)} classes, "
+          f"{len(sampledata.BAD_OBJECTS)} deliberately bad) to {args.uri}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dev-s3", help="start/stop the local S3-compatible dev server")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--port", type=int, default=9000)
+    p.add_argument("--state-dir", default=".demo")
+    p.set_defaults(func=_dev_s3)
+
+    p = sub.add_parser("sample-data", help="write the generated sample dataset to a URI")
+    p.add_argument("uri", help="s3://bucket/prefix or a local folder")
+    p.add_argument("--per-class", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_sample_data)
+
+    p = sub.add_parser("demo", help="run the embedded default end to end through the real DAG")
+    p.add_argument("--repo", default=".", help="repository root (holds dags/ and include/)")
+    p.add_argument("--port", type=int, default=9000, help="local S3 server port")
+    p.add_argument("--per-class", type=int, default=40, help="sample images per class")
+    p.set_defaults(func=_demo)

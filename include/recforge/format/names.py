@@ -1,0 +1,55 @@
+"""What a dataset is on disk: every file name of a packed split, a shard and a version.
+
+One spelling per name; stages, the checklist, the benchmark and the readers all take their
+names from here. A split is ``<split>.rec/.idx/.lst``; a segmentation split adds the aligned
+``<split>_mask.rec/.idx`` (same keys, same order).
+"""
+
+from __future__ import annotations
+
+SPLITS = ("train", "val", "test")
+MASK_SUFFIX = "_mask"  # <split>_mask.rec: the masks aligned with <split>.rec
+
+# a packed shard (one pack task's output), before merge
+SHARD_PART = "part"
+RECORDS = "records.jsonl"  # one row per record: key, offset, length, size, label, provenance
+QUARANTINE = "quarantine.jsonl"  # every object not packed, with its reason and fix
+
+# a version (and a run's out/, which is published as it is)
+CLASSES = "classes.json"
+SOURCE_MANIFEST = "source_manifest.jsonl"
+SUMMARY = "summary.json"
+BENCH = "bench.json"
+QUALITY_DIR = "quality"  # Data Docs site + quality.json
+QUALITY_RESULT = "quality.json"
+MANIFEST = "manifest.json"  # written last: a version exists once this does
+LATEST = "latest.json"  # next to the versions: points at the newest complete one
+
+
+def rec(name: str, mask: bool = False) -> str:
+    return f"{name}{MASK_SUFFIX if mask else ''}.rec"
+
+
+def idx(name: str, mask: bool = False) -> str:
+    return f"{name}{MASK_SUFFIX if mask else ''}.idx"
+
+
+def lst(name: str) -> str:
+    return f"{name}.lst"
+
+
+def split_files(split: str, masks: bool = False) -> tuple[str, ...]:
+    """The files of one packed split (or shard part), images first."""
+    files = (rec(split), idx(split), lst(split))
+    return files + (rec(split, True), idx(split, True)) if masks else files
+
+
+def shard_files(masks: bool = False) -> tuple[str, ...]:
+    """Everything a pack task uploads for its shard."""
+    return (*split_files(SHARD_PART, masks), RECORDS, QUARANTINE)
+
+
+def lst_line(record_key: int, label: float | list[float], path: str) -> str:
+    """One ``.lst`` line exactly as im2rec writes it: index, float label(s), path."""
+    labels = label if isinstance(label, list) else [label]
+    return f"{record_key}\t" + "".join(f"{float(x):f}\t" for x in labels) + f"{path}\n"

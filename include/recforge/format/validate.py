@@ -1,0 +1,173 @@
+"""Stage 7, structural validation of a packed dataset (``recforge validate PREFIX``).
+
+MXNet itself verifies nothing (im2rec has no ``--verify``), and a ``.rec`` whose ``.idx``
+points between records crashes training hours in. Checked per split: unique ``.idx`` keys,
+strictly increasing offsets, a valid record at every offset and an offset for every
+record, consistent framing, no trailing bytes, equal counts across ``.rec``/``.idx``/``.lst``,
+header ids equal to ``.idx`` keys, ``.lst`` labels equal to header labels, and integer labels
+in [0, N) where N comes from ``classes.json``. Segmentation splits (``<split>_mask.idx``
+present, or ``ignore_index`` in ``classes.json``) also get ``format.paired.validate_mask_split``:
+aligned keys, single-channel PNG masks of the image's size, values in [0, N) or ignore.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recforge import storage
+from recforge.format import names, recordio
+from recforge.format.paired import validate_mask_split
+
+log = logging.getLogger(__name__)
+MAX_REPORTED = 20
+
+
+@dataclass
+class SplitReport:
+    split: str
+    records: int = 0
+    idx_lines: int = 0
+    lst_lines: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, msg: str) -> None:
+        if len(self.failures) < MAX_REPORTED:
+            self.failures.append(msg)
+        elif len(self.failures) == MAX_REPORTED:
+            self.failures.append("... more failures not shown")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _labels_of(header: recordio.IRHeader) -> tuple[float, ...]:
+    return header.label if isinstance(header.label, tuple) else (header.label,)
+
+
+def validate_split(root: Path, split: str, num_classes: int | None) -> SplitReport:
+    rep = SplitReport(split)
+    rec, idx, lst = (root / names.rec(split), root / names.idx(split), root / names.lst(split))
+    for p in (rec, idx):
+        if not p.exists():
+            rep.fail(f"{p.name} is missing")
+    if not rep.ok:
+        return rep
+    try:
+        entries = recordio.read_idx(idx)
+    except recordio.RecordIOError as exc:
+        rep.fail(str(exc))
+        return rep
+    rep.idx_lines = len(entries)
+    keys = [k for k, _ in entries]
+    if len(set(keys)) != len(keys):
+        dup = sorted({k for k in keys if keys.count(k) > 1})[:5] if len(keys) < 100_000 else []
+        rep.fail(f"{idx.name}: duplicate keys {dup}")
+    for (_k0, o0), (k1, o1) in zip(entries, entries[1:], strict=False):
+        if o1 <= o0:
+            rep.fail(f"{idx.name}: offsets not strictly increasing at key {k1} ({o0} → {o1})")
+    by_offset = {o: k for k, o in entries}
+
+    lst_rows: dict[int, tuple[float, ...]] = {}
+    if lst.exists():
+        for n, line in enumerate(lst.read_text(encoding="utf-8").splitlines(), 1):
+            fields = line.split("\t")
+            if len(fields) < 3:
+                rep.fail(f"{lst.name}:{n}: needs index, label(s) and path")
+                continue
+            try:
+                lst_rows[int(fields[0])] = tuple(float(x) for x in fields[1:-1])
+            except ValueError:
+                rep.fail(f"{lst.name}:{n}: index or label is not a number")
+            rep.lst_lines += 1
+    else:
+        rep.fail(f"{lst.name} is missing")
+
+    seen_offsets = set()
+    try:
+        for offset, payload in recordio.iter_records(rec):
+            rep.records += 1
+            seen_offsets.add(offset)
+            key = by_offset.get(offset)
+            if key is None:
+                rep.fail(f"{rec.name}: record at byte {offset} has no .idx entry")
+                continue
+            try:
+                header, image = recordio.unpack_image_record(payload)
+            except recordio.RecordIOError as exc:
+                rep.fail(f"{rec.name}: key {key}: {exc}")
+                continue
+            if header.id != key:
+                rep.fail(f"{rec.name}: key {key}: header id is {header.id}")
+            labels = _labels_of(header)
+            for lab in labels:
+                if lab != int(lab) or (num_classes is not None and not 0 <= lab < num_classes):
+                    rep.fail(f"{rec.name}: key {key}: label {lab} outside the integers "
+                             f"[0, {num_classes})")
+            if lst_rows and key in lst_rows and lst_rows[key] != labels:
+                rep.fail(f"{rec.name}: key {key}: header labels {labels} != .lst {lst_rows[key]}")
+            if not image:
+                rep.fail(f"{rec.name}: key {key}: empty image payload")
+    except recordio.RecordIOError as exc:
+        rep.fail(f"{rec.name}: {exc} (trailing or corrupt bytes)")
+    for off in sorted(set(by_offset) - seen_offsets)[:5]:
+        rep.fail(f"{idx.name}: key {by_offset[off]} points at byte {off}, not a record start")
+    if lst_rows and set(lst_rows) != set(keys):
+        rep.fail(f"{lst.name} and {idx.name} list different keys")
+    if not (rep.records == rep.idx_lines == (rep.lst_lines if lst.exists() else rep.records)):
+        rep.fail(f"counts differ: {rep.records} records, {rep.idx_lines} .idx lines, "
+                 f"{rep.lst_lines} .lst lines")
+    return rep
+
+
+def validate_local(root: Path, num_classes: int | None = None) -> dict:
+    """Validate every split found under a local folder."""
+    root = Path(root)
+    classes = root / names.CLASSES
+    doc = json.loads(classes.read_text()) if classes.exists() else {}
+    if num_classes is None:
+        num_classes = doc.get("num_classes")
+    splits = sorted({p.stem for pattern in ("*.rec", "*.idx") for p in root.glob(pattern)
+                     if not p.stem.endswith(names.MASK_SUFFIX)})
+    if not splits:
+        return {"ok": False, "num_classes": num_classes,
+                "splits": {}, "failures": [f"no *.rec or *.idx files under {root}"]}
+    reports = {s: validate_split(root, s, num_classes) for s in splits}
+    for s, rep in reports.items():  # segmentation: <split>_mask.rec must match <split>.rec
+        if (root / names.idx(s, mask=True)).exists() or doc.get("ignore_index") is not None:
+            for msg in validate_mask_split(root, s, num_classes, doc.get("ignore_index", 255)):
+                rep.fail(msg)
+    return {
+        "ok": all(r.ok for r in reports.values()),
+        "num_classes": num_classes,
+        "splits": {s: {"records": r.records, "idx_lines": r.idx_lines, "lst_lines": r.lst_lines,
+                       "failures": r.failures} for s, r in reports.items()},
+        "failures": [f"{s}: {f}" for s, r in reports.items() for f in r.failures],
+    }
+
+
+def validate_prefix(prefix_uri: str, num_classes: int | None = None) -> dict:
+    """Validate a local folder or an S3 prefix (downloaded to a temporary folder)."""
+    if not storage.is_s3(prefix_uri):
+        return validate_local(storage.local_path(prefix_uri), num_classes)
+    wanted = (".rec", ".idx", ".lst")
+    with tempfile.TemporaryDirectory(prefix="recforge-validate-") as tmp:
+        for obj in storage.list_objects(prefix_uri):
+            if "/" not in obj.key and (obj.key.endswith(wanted) or obj.key == names.CLASSES):
+                storage.download(storage.join(prefix_uri, obj.key), Path(tmp) / obj.key)
+        return validate_local(Path(tmp), num_classes)
+
+
+def format_report(report: dict) -> str:
+    lines = [f"{'split':<8} {'records':>8} {'idx':>8} {'lst':>8}  status"]
+    for s, r in report["splits"].items():
+        status = "ok" if not r["failures"] else f"FAILED ({len(r['failures'])})"
+        lines.append(f"{s:<8} {r['records']:>8} {r['idx_lines']:>8} {r['lst_lines']:>8}  {status}")
+    for f in report["failures"]:
+        lines.append(f"  - {f}")
+    lines.append("valid" if report["ok"] else "INVALID")
+    return "\n".join(lines)

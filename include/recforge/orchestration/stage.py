@@ -1,0 +1,87 @@
+"""Run one pipeline stage for one Airflow task: params → ``Run`` → stage → XCom / failure.
+
+The DAG passes the dataset name, the run's params and its run id; the spec is re-read on
+the worker and the params applied as overrides and re-validated, so every task, on any
+worker, sees the same spec the run was triggered with.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from recforge import stages
+from recforge.errors import RecforgeFailure, SpecError
+from recforge.orchestration import xcom
+from recforge.run import Run
+from recforge.spec import DatasetSpec, load_all_specs
+
+# Param name → dotted spec field it overrides (None/empty means "keep the spec's value").
+PARAM_FIELDS = {
+    "source_uri": "source.uri",
+    "publish_uri": "publish.uri",
+    "resize": "pack.resize",
+    "quality": "pack.quality",
+    "shard_size": "pack.shard_size",
+}
+
+
+@lru_cache(maxsize=1)
+def _specs() -> dict[str, DatasetSpec]:
+    return {s.name: s for s in load_all_specs()}
+
+
+def spec_by_name(name: str) -> DatasetSpec:
+    try:
+        return _specs()[name]
+    except KeyError:
+        raise SpecError(f"no dataset spec named {name!r} under include/datasets/") from None
+
+
+def overrides_from_params(params: dict | None) -> dict:
+    params = params or {}
+    return {field: params[p] for p, field in PARAM_FIELDS.items()
+            if params.get(p) not in (None, "")}
+
+
+def run_for(name: str, params: dict | None, run_id: str) -> Run:
+    spec = spec_by_name(name)
+    overrides = overrides_from_params(params)
+    if overrides:
+        spec = spec.with_overrides(overrides)
+    return Run(spec, run_id)
+
+
+def _push(ti, key: str, value) -> None:
+    try:
+        ti.xcom_push(key=key, value=value)
+    except Exception:  # the original failure matters more than its XCom copy
+        pass
+
+
+def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, ti=None):
+    """Run stage ``task_id`` (``recforge.stages``) for dataset ``name``; returns its result.
+
+    A :class:`RecforgeFailure` (deterministic: bad spec or input, invalid output, a failed
+    check, a version clash) fails the task at once with ``AirflowFailException``: retrying
+    cannot fix it, and back-off only delays the alert. Anything else (S3, network) is raised
+    as it is, so the task retries. With the task instance ``ti``, a failure's message is
+    pushed as XCom ``recforge_error`` (and a failed gate's result as ``quality``) before
+    the task fails, so the alert can quote them even where the callback context carries
+    no exception (``dags test``).
+    """
+    try:
+        return stages.entry(task_id)(run_for(name, params, run_id), *args)
+    except RecforgeFailure as exc:
+        from airflow.exceptions import AirflowFailException
+
+        if ti is not None:
+            _push(ti, xcom.ERROR_KEY, f"{type(exc).__name__}: {exc}"[:4000])
+            if exc.result is not None:
+                _push(ti, xcom.QUALITY_RESULT_KEY, exc.result)
+        failure = AirflowFailException(f"{type(exc).__name__}: {exc}")
+        failure.result = exc.result  # the notifier reads the gate's result from the exception
+        raise failure from exc
+    except Exception as exc:
+        if ti is not None:
+            _push(ti, xcom.ERROR_KEY, f"{type(exc).__name__}: {exc}"[:4000])
+        raise

@@ -1,0 +1,38 @@
+"""The quality gate: the pre-release checklist as Great Expectations 1.x suites, run every build.
+
+Each checklist item is one named check (``recforge.spec.quality.CHECKS``) with a severity
+from the spec's :class:`~recforge.spec.quality.QualitySpec`: ``fail`` blocks publishing,
+``warn`` is reported, ``off`` skips it. :func:`run_quality_gate` returns a small result dict
+(``data_docs`` names the Data Docs index.html); :func:`enforce` raises
+:class:`QualityGateFailed` on a failed ``fail`` check.
+
+One module per step, in the order a run goes through them; each imports only those before
+it (``gate`` also uses ``report`` to upload the site; ``report`` imports none of them):
+
+* ``inputs`` — what the checklist reads: the record manifest, listing, quarantine, summary,
+  classes, ``.idx`` files, and a sample of records re-read from the ``.rec``;
+* ``frames`` — the pandas facts: cross-row facts (duplicates across splits, per-object
+  accounting, class counts) computed as columns;
+* ``suites`` — the expectation plans, items 1-13 (items 6-10 on the loader benchmark's results);
+* ``gx`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts;
+* ``gate`` — the entry points and :func:`enforce`;
+* ``report`` — what people read: the Data Docs upload, the text table, the failed checks.
+
+Heavy imports (great_expectations, pandas, numpy, cv2) happen inside functions, so importing
+this package stays light; the spec's models and the item table live in ``recforge.spec.quality``.
+"""
+
+from recforge.quality.gate import (
+    QualityGateFailed,
+    enforce,
+    run_and_upload,
+    run_checks,
+    run_loader_checks,
+    run_quality_gate,
+)
+from recforge.quality.inputs import GateInputs
+from recforge.quality.report import format_table, iter_failed, upload_data_docs
+
+__all__ = ["GateInputs", "QualityGateFailed", "enforce", "format_table", "iter_failed",
+           "run_and_upload", "run_checks", "run_loader_checks", "run_quality_gate",
+           "upload_data_docs"]

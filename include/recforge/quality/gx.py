@@ -1,0 +1,302 @@
+"""Running GX: one suite per frame in an ephemeral context, Data Docs, and the result dict.
+
+Why no GX ``Checkpoint``: a Checkpoint passes one ``batch_parameters`` to all its validation
+definitions, but each suite here runs on its own in-memory dataframe; so each
+``ValidationDefinition`` runs with its dataframe under one run id and Data Docs are built
+once at the end. The context is ephemeral (no ``gx/`` folder): the suites are planned in
+:mod:`recforge.quality.suites`, the evidence lives in the Data Docs site. The helpers below
+turn GX's validation results into each check's status, one observed line and a few evidence
+lines, kept short so the result dict stays small.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from recforge.spec.quality import CHECKS, QualitySpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from recforge.quality.suites import _Planned
+
+SITE_NAME = "recforge"
+MAX_EVIDENCE = 5
+MAX_TEXT = 240  # characters per observed value or evidence line (the result stays small)
+SUITE_PREFIX = "checklist"
+# the column that names a row in each frame: shown for unexpected rows in Data Docs
+ROW_ID = {"records": "record", "sources": "source_key", "classes": "class_name",
+          "splits": "split"}
+
+
+def _context(docs_dir: Path):
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+        data_docs_sites={SITE_NAME: {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                              "base_directory": str(docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        }},
+    )
+    return gx.get_context(project_config=config, mode="ephemeral")
+
+
+def _clear_site(docs_dir: Path) -> None:
+    """Remove a previous run's pages so the site shows only this run's results."""
+    for sub in ("validations", "expectations"):
+        shutil.rmtree(docs_dir / sub, ignore_errors=True)
+    (docs_dir / "index.html").unlink(missing_ok=True)
+
+
+def _validate(frames: dict[str, pd.DataFrame], plans: list[_Planned], docs_dir: Path,
+              run_name: str) -> dict[str, Any]:
+    """Run one suite per frame with GX; build Data Docs; return frame → validation result."""
+    import datetime
+
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    _clear_site(docs_dir)
+    ctx = _context(docs_dir)
+    source = ctx.data_sources.add_pandas("recforge")
+    run_id = RunIdentifier(run_name=run_name, run_time=datetime.datetime.now(datetime.UTC))
+    results = {}
+    for frame in dict.fromkeys(p.frame for p in plans):
+        suite = ctx.suites.add(gx.ExpectationSuite(name=f"{SUITE_PREFIX}-{frame}"))
+        for p in plans:
+            if p.frame == frame:
+                suite.add_expectation(p.expectation)
+        batch = source.add_dataframe_asset(frame).add_batch_definition_whole_dataframe(frame)
+        vd = ctx.validation_definitions.add(
+            gx.ValidationDefinition(name=f"{SUITE_PREFIX}-{frame}", data=batch, suite=suite))
+        result_format = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
+        if frame in ROW_ID:
+            result_format["unexpected_index_column_names"] = [ROW_ID[frame]]
+        results[frame] = vd.run(batch_parameters={"dataframe": frames[frame]}, run_id=run_id,
+                                result_format=result_format)
+    ctx.build_data_docs(site_names=[SITE_NAME])
+    return results
+
+
+def _row_label(frame: str, df: pd.DataFrame, ref) -> str:
+    """Name an unexpected row: GX gives ``{id column: value, checked columns: values}``."""
+    if isinstance(ref, dict):
+        id_col = ROW_ID.get(frame)
+        ident = ref.get(id_col, "?")
+        values = ", ".join(f"{k}={_short(v)}" for k, v in ref.items() if k != id_col)
+        if frame == "records" and id_col in df:
+            match = df.loc[df[id_col] == ident, "source_key"]
+            if len(match):
+                ident = f"{ident} {match.iloc[0]}"
+        return f"{ident} [{values}]" if values else str(ident)
+    if frame == "loader_batches":
+        return f"batch {ref}"
+    return str(ref)
+
+
+def _short(v) -> str:
+    text = f"{v:g}" if isinstance(v, float) else str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _evidence_line(frame: str, df: pd.DataFrame, what: str, result) -> str:
+    r = result.result or {}
+    if result.exception_info and result.exception_info.get("raised_exception"):
+        return f"{what}: error {result.exception_info.get('exception_message')}"[:MAX_TEXT]
+    rows = r.get("partial_unexpected_index_list") or []
+    if rows:
+        shown = ", ".join(_row_label(frame, df, i) for i in rows[:MAX_EVIDENCE])
+        n = r.get("unexpected_count", len(rows))
+        return f"{what}: {n} of {r.get('element_count')} unexpected, e.g. {shown}"[:MAX_TEXT]
+    if "observed_value" in r:
+        return f"{what}: observed {r['observed_value']}"[:MAX_TEXT]
+    vals = r.get("partial_unexpected_list") or []
+    return f"{what}: unexpected {vals[:MAX_EVIDENCE]}"[:MAX_TEXT]
+
+
+def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
+              num_classes: int | None) -> str:
+    """One short, human line per check, true whether it passed or failed."""
+    rec = frames.get("records")
+    if name == "decode":
+        bad = int((rec["decode_status"] != "ok").sum())
+        checked = int(rec["rec_status"].notna().sum())
+        bad_rec = int((rec["rec_status"].notna() & (rec["rec_status"] != "ok")).sum())
+        return (f"{bad} of {len(rec)} not ok in the manifest; {bad_rec} of {checked} re-read "
+                "from the .rec failed")
+    if name == "index":
+        dup = int(rec.duplicated(["split", "key"]).sum())
+        order = int((rec["offset_gap"] < 0).sum())
+        mism = int((rec["offset"] != rec["idx_offset"]).sum()) if "idx_offset" in rec else "n/a"
+        s = frames["splits"]
+        counts = "; ".join(f"{r.split} {r.manifest_records:g}/{r.idx_entries:g}/"
+                           f"{r.summary_records:g}" for r in s.itertuples())
+        return (f"{dup} duplicate keys, {order} offsets out of order, {mism} .idx mismatches; "
+                f"manifest/idx/summary: {counts}")
+    if name == "labels":
+        import pandas as pd
+
+        lab = pd.to_numeric(rec["label"], errors="coerce")
+        bad = int((~rec["label_is_integer"]).sum())
+        if num_classes:
+            bad += int(((lab < 0) | (lab >= num_classes)).sum())
+        wrong = int((rec["class_name"] != rec["expected_class_name"]).sum()) \
+            if "expected_class_name" in rec else 0
+        return (f"{bad} labels outside the integers [0, {num_classes}); {wrong} class names "
+                "disagree with classes.json")
+    if name == "image_size":
+        if rec.empty:
+            return "no records"
+        ch = sorted(int(c) for c in rec["channels"].dropna().unique())
+        return (f"short side {rec['short_side'].min():g}..{rec['short_side'].max():g}, "
+                f"height {rec['height'].min():g}..{rec['height'].max():g}, width "
+                f"{rec['width'].min():g}..{rec['width'].max():g}, channels {ch}")
+    if name == "sources":
+        src = frames["sources"]
+        if src.empty:
+            return "no source manifest and no summary.json"
+        if "listed_total" in src:
+            r = src.iloc[0]
+            return (f"listed {r['listed_total']} (summary.json) vs packed {r['packed']} + "
+                    f"quarantined {r['quarantined']}")
+        lost = int((src["accounted"] == 0).sum())
+        twice = int((src["accounted"] > 1).sum())
+        unlisted = int((~src["listed"]).sum())
+        return (f"listed {int(src['listed'].sum())}, packed {int(src['packed'].sum())}, "
+                f"quarantined {int(src['quarantined'].sum())}; {lost} unaccounted, {twice} "
+                f"counted twice, {unlisted} not listed")
+    if name == "class_balance":
+        cls = frames["classes"]
+        if cls.empty:
+            return "no classes"
+        lo, hi = cls.loc[cls["count"].idxmin()], cls.loc[cls["count"].idxmax()]
+        return (f"smallest/largest = {cls['ratio_to_largest'].min():.3f} ({lo['class_name']} "
+                f"{lo['count']:g} / {hi['class_name']} {hi['count']:g} {lo['unit']})")
+    if name == "split_keys":
+        n = int(rec.loc[rec["source_key_splits"] > 1, "source_key"].nunique())
+        return f"{n} source keys in more than one split"
+    if name == "split_content":
+        n = int(rec.loc[rec["content_splits"] > 1, "source_sha256"].nunique())
+        return f"{n} identical images (SHA-256) in more than one split"
+    if name == "near_duplicates":
+        hits = rec["near_dup_bits"].dropna()
+        closest = f", closest {hits.min():g} bits" if len(hits) else ""
+        return (f"{len(hits)} records with a near-duplicate in another split "
+                f"(<= {quality.near_duplicate_hamming} bits){closest}")
+    if name == "masks":
+        missing = int(rec["mask_record_key"].isna().sum())
+        size = int((rec["mask_size_ok"] == False).sum())  # noqa: E712  (None = no mask)
+        key = int((rec["mask_record_key"].notna() & (rec["mask_record_key"] != rec["key"])).sum())
+        return f"{missing} missing masks, {size} size mismatches, {key} key mismatches"
+    lb, lsum = frames.get("loader_batches"), frames.get("loader")
+    if name == "loader_dtype":
+        return (f"{len(lb)} batches; types {sorted(lb['type'].dropna().unique())}, dtypes "
+                f"{sorted(lb['dtype'].dropna().unique())}")
+    if name == "loader_range":
+        return f"values {lb['min'].min():g}..{lb['max'].max():g}"
+    if name == "loader_shape":
+        return (f"sample shapes {sorted(lb['sample_shape'].dropna().unique())}, batch sizes "
+                f"{sorted({s[0] for s in lb['shape'].dropna()})}")
+    if name == "gpu_memory":
+        return f"peak {lsum['gpu_mem_peak_mb'].iloc[0]:g} MB"
+    if name == "loader_throughput":
+        ips, mbs = lsum["images_per_sec"].iloc[0], lsum["read_mb_per_sec"].iloc[0]
+        return (f"{ips:.1f} images/s, " + ("read bandwidth not measured" if math.isnan(mbs)
+                                           else f"{mbs:.1f} MB/s read"))
+    return ""
+
+
+def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
+    """Pairs are better evidence than rows for the split checks."""
+    rec = frames.get("records")
+    if rec is None:
+        return []
+    out: list[str] = []
+    if name == "split_content":
+        dup = rec[rec["content_splits"] > 1].groupby("source_sha256")
+        for sha, g in list(dup)[:MAX_EVIDENCE]:
+            out.append(f"sha256 {sha[:12]}…: " + ", ".join(
+                f"{r.record} ({r.source_key})" for r in g.itertuples()))
+    elif name == "near_duplicates" and "near_dup_bits" in rec:
+        hits = rec[rec["near_dup_bits"].notna()].sort_values("near_dup_bits")
+        seen = set()
+        for r in hits.itertuples():
+            pair = tuple(sorted([r.record, r.near_dup_of.split(" ")[0]]))
+            if pair in seen:
+                continue
+            seen.add(pair)
+            out.append(f"{r.record} ({r.source_key}) ~ {r.near_dup_of}: "
+                       f"{r.near_dup_bits:g} bits")
+            if len(out) == MAX_EVIDENCE:
+                break
+    elif name == "split_keys":
+        for key, g in list(rec[rec["source_key_splits"] > 1].groupby("source_key"))[:MAX_EVIDENCE]:
+            out.append(f"{key}: in " + ", ".join(g["record"]))
+    return [s[:MAX_TEXT] for s in out]
+
+
+def _summarise(frames, plans, results, not_run, quality, num_classes, skip=()) -> dict:
+    checks: dict[str, dict] = {}
+    by_check: dict[str, list] = {}
+    for p in plans:
+        res = results[p.frame]
+        for r in res.results:
+            if r.expectation_config.meta.get("what") == p.what and \
+                    r.expectation_config.meta.get("check") == p.check:
+                by_check.setdefault(p.check, []).append((p, r))
+                break
+    for c in CHECKS:
+        if c.name in skip:
+            continue
+        sev = quality.severity_of(c.name)
+        entry = {"item": c.item, "title": c.title, "severity": sev}
+        pairs = by_check.get(c.name, [])
+        if sev == "off":
+            entry.update(status="off", success=None, observed="disabled in quality.severity",
+                         evidence=[])
+        elif not pairs:
+            entry.update(status="not run", success=None,
+                         observed=not_run.get(c.name, "no input for this check"), evidence=[])
+        else:
+            ok = all(r.success for _, r in pairs)
+            failed = [(p, r) for p, r in pairs if not r.success]
+            evidence = _special_evidence(c.name, frames) if failed else []
+            evidence += [_evidence_line(p.frame, frames[p.frame], p.what, r) for p, r in failed]
+            entry.update(
+                status="passed" if ok else ("failed" if sev == "fail" else "warning"),
+                success=ok, observed=_observed(c.name, frames, quality, num_classes)[:MAX_TEXT],
+                evidence=evidence[:MAX_EVIDENCE], expectations=len(pairs),
+                docs_page=f"validations/{SUITE_PREFIX}-{pairs[0][0].frame}")
+            if c.name in not_run:
+                entry["note"] = not_run[c.name]
+        checks[c.name] = entry
+    return checks
+
+
+def _finish(checks: dict, docs_dir: Path, dataset: str | None, run_name: str) -> dict:
+    # point each check at its validation page (relative to the site root)
+    for entry in checks.values():
+        page = entry.get("docs_page")
+        if page:
+            found = sorted((docs_dir / page).rglob("*.html"))
+            entry["docs_page"] = found[0].relative_to(docs_dir).as_posix() if found else None
+    failed = [n for n, e in checks.items() if e["status"] == "failed"]
+    return {
+        "ok": not failed, "dataset": dataset, "run": run_name,
+        "failed": failed, "warned": [n for n, e in checks.items() if e["status"] == "warning"],
+        "checks": checks, "data_docs": str(docs_dir / "index.html"),
+    }

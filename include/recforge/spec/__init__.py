@@ -1,0 +1,20 @@
+"""Dataset specs: the parse-time leaf. Pydantic models only, no engine, no I/O but YAML.
+
+Airflow reads these at DAG parse time, so nothing here imports numpy, OpenCV, MXNet, GX or
+boto3. One module per section: ``dataset`` (the spec and its loaders), ``quality``,
+``bench``, ``alerts``.
+"""
+
+from recforge.errors import SpecError
+from recforge.spec.dataset import (
+    IMAGE_EXTENSIONS,
+    DatasetSpec,
+    PackSpec,
+    load_all_specs,
+    load_spec,
+    parse_spec,
+    specs_dir,
+)
+
+__all__ = ["IMAGE_EXTENSIONS", "DatasetSpec", "PackSpec", "SpecError", "load_all_specs",
+           "load_spec", "parse_spec", "specs_dir"]

@@ -1,0 +1,121 @@
+"""The spec's ``bench`` section: how the loader benchmark runs, and its floors per environment.
+
+Models only (parse-time light); the benchmark itself is ``recforge.bench``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from recforge.spec.base import StrictModel
+
+
+class BenchOptions(StrictModel):
+    """How to run the loader: the settings a training job would use, plus the sweep."""
+
+    split: str = Field("train", description="which <split>.rec/.idx to load")
+    loader: Literal["image_record_iter", "segmentation"] = "image_record_iter"
+    batch_size: int = Field(64, ge=1, le=65536)
+    data_shape: tuple[int, int, int] = Field((3, 224, 224), description="C, H, W; C in 1, 3, 4")
+    rand_crop: bool = True
+    rand_mirror: bool = True
+    resize: int = Field(-1, ge=-1, description="ImageRecordIter resize (short side); -1 = off")
+    max_crop_size: int = Field(-1, ge=-1)
+    min_crop_size: int = Field(-1, ge=-1)
+    label_width: int = Field(1, ge=1)
+    shuffle: bool = True
+    seed: int = 0
+    preprocess_threads: int = Field(4, ge=1, le=256, description="the setting users train with")
+    thread_grid: tuple[int, ...] = Field(
+        (1, 2, 4, 8), description="preprocess_threads values to sweep; () = only the one above"
+    )
+    prefetch_buffer: int = Field(4, ge=1, le=16, description="MXNet caps its queue at 16")
+    warmup_batches: int = Field(5, ge=0)
+    measure_batches: int = Field(50, ge=1)
+    max_seconds_per_run: float = Field(
+        120.0, gt=0, description="stop a run's warm window early after this long"
+    )
+    decode_records: int = Field(500, ge=1, description="records for the bare-decode rate")
+    max_check_batches: int = Field(
+        200, ge=1, description="value-range pass: one epoch, at most this many batches"
+    )
+    device: Literal["auto", "cpu", "gpu"] = Field(
+        "auto", description="auto: the GPU if MXNet sees one, else CPU (stated in the result)"
+    )
+    gpu_id: int = Field(0, ge=0)
+    iter_kwargs: dict[str, int | float | bool | str] = Field(
+        default_factory=dict,
+        description="further ImageRecordIter arguments (mean_r, std_r, ...) passed unchanged",
+    )
+
+    @field_validator("data_shape")
+    @classmethod
+    def _shape_ok(cls, v: tuple[int, int, int]) -> tuple[int, int, int]:
+        if v[0] not in (1, 3, 4) or v[1] < 1 or v[2] < 1:
+            raise ValueError(
+                f"data_shape {v} is not (C, H, W) with C in 1, 3, 4 and H, W >= 1; "
+                "ImageRecordIter decodes to 1 (gray), 3 (RGB) or 4 (RGBA) channels"
+            )
+        return v
+
+    @field_validator("thread_grid")
+    @classmethod
+    def _grid_ok(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(t < 1 for t in v):
+            raise ValueError(f"thread_grid {v} has a value below 1; use positive thread counts")
+        return tuple(sorted(set(v)))
+
+    @field_validator("iter_kwargs")
+    @classmethod
+    def _no_overlap(cls, v: dict) -> dict:
+        owned = {"path_imgrec", "path_imgidx", "data_shape", "batch_size", "rand_crop",
+                 "device_id",
+                 "rand_mirror", "preprocess_threads", "prefetch_buffer", "shuffle", "seed",
+                 "resize", "max_crop_size", "min_crop_size", "label_width", "verbose"}
+        clash = sorted(owned & set(v))
+        if clash:
+            raise ValueError(f"iter_kwargs sets {clash}, which are options of their own; "
+                             "set them as bench options instead")
+        return v
+
+    @model_validator(mode="after")
+    def _crop_sizes(self) -> BenchOptions:
+        if self.max_crop_size != -1 and self.min_crop_size > self.max_crop_size:
+            raise ValueError(f"min_crop_size {self.min_crop_size} > max_crop_size "
+                             f"{self.max_crop_size}; MXNet requires min <= max")
+        return self
+
+
+class BenchFloors(StrictModel):
+    """Limits the benchmark must meet; ``None`` means not checked."""
+
+    min_images_per_sec: float | None = Field(None, gt=0)
+    max_p50_ms: float | None = Field(None, gt=0)
+    max_p95_ms: float | None = Field(None, gt=0)
+    max_p99_ms: float | None = Field(None, gt=0)
+    max_first_batch_s: float | None = Field(None, gt=0)
+    min_read_mb_per_sec: float | None = Field(None, gt=0)
+    min_fraction_of_bare_decode: float | None = Field(
+        None, gt=0, description="loader img/s ÷ single-core bare-decode img/s"
+    )
+    max_fraction_smaller_than_data_shape: float | None = Field(
+        None, ge=0, le=1, description="images MXNet would silently upscale"
+    )
+    max_gpu_memory_bytes: int | None = Field(None, gt=0)
+    require_gpu: bool = Field(False, description="fail if the benchmark ran on CPU")
+
+
+class BenchSpec(StrictModel):
+    """The ``bench:`` section of a dataset spec: how to run, and floors per environment.
+
+    ``floors`` is keyed by environment name; the key used is the one given explicitly, else
+    ``$RECFORGE_BENCH_ENV``, else the device the run used (``gpu`` / ``cpu``), else
+    ``default``.
+    """
+
+    options: BenchOptions = BenchOptions()
+    floors: dict[str, BenchFloors] = Field(default_factory=dict)
+
+

@@ -1,0 +1,270 @@
+"""Dataset specs: the YAML under ``include/datasets/`` that defines one dataset and its DAG.
+
+Validated with pydantic, unknown keys rejected (a typo must not silently fall back to a
+default). ``load_spec`` turns every validation error into one message that names the file,
+the field and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from recforge.errors import SpecError
+from recforge.spec.alerts import AlertSpec
+from recforge.spec.base import StrictModel
+from recforge.spec.bench import BenchSpec
+from recforge.spec.quality import QualitySpec
+
+# (0 - 0.485) / 0.229 .. (1 - 0.406) / 0.225: ImageNet-normalised values, with a little slack
+NORMALISED_VALUE_RANGE = (-2.2, 2.7)
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+
+
+class SourceSpec(StrictModel):
+    uri: str = Field(description="s3://bucket/prefix (or a local path) holding the raw images")
+    layout: Literal["class_folders"] = Field(
+        "class_folders",
+        description="class_folders: <prefix>/<class>/[any/depth/]<image>; the class is the "
+        "first folder under the prefix",
+    )
+    extensions: tuple[str, ...] = IMAGE_EXTENSIONS
+    pairs: PairsSpec | None = Field(None, description="segmentation: how images pair with masks")
+
+    @field_validator("extensions")
+    @classmethod
+    def _dotted_lower(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        out = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in v)
+        if not out:
+            raise ValueError("list at least one image extension, e.g. ['.jpg', '.png']")
+        return out
+
+
+class PairsSpec(StrictModel):
+    """Segmentation sources: image/mask pairs, by parallel folders or by a list file."""
+
+    layout: Literal["paired_folders", "pair_list"] = Field(
+        "paired_folders",
+        description="paired_folders: <prefix>/<images>/<rel><image_suffix>.<ext> pairs with "
+        "<prefix>/<masks>/<rel><mask_suffix>.png; pair_list: a TSV of image<TAB>mask keys",
+    )
+    images: str = "images"
+    masks: str = "masks"
+    image_suffix: str = ""
+    mask_suffix: str = ""
+    list_uri: str | None = Field(None, description="pair_list: URI of the TSV list")
+
+    @model_validator(mode="after")
+    def _list_needs_uri(self) -> PairsSpec:
+        if self.layout == "pair_list" and not self.list_uri:
+            raise ValueError("layout pair_list needs list_uri (a TSV of image<TAB>mask keys)")
+        return self
+
+
+class SegmentationSpec(StrictModel):
+    """The label definition of a segmentation dataset (see docs/segmentation.md)."""
+
+    colormap: str | None = Field(
+        None, description="cityscapes, voc, or a .yaml/.csv colour map (relative to the spec)")
+    id_map: dict[int, int] | None = Field(None, description="id → trainId for id masks")
+    target: Literal["id", "trainId"] = "trainId"
+    ignore_index: int = Field(255, ge=0, le=255)
+    on_unknown: Literal["error", "ignore"] = Field(
+        "error", description="unknown colour/id: fail naming the file, or map to ignore")
+    collision_rule: Literal["lowest_id", "error"] | None = None
+    resolve: dict[str, str] = Field(
+        default_factory=dict, description="shared colour 'R,G,B' → the class name that wins")
+    mask_compression: int = Field(1, ge=0, le=9, description="PNG level for packed masks")
+
+    @model_validator(mode="after")
+    def _has_definition(self) -> SegmentationSpec:
+        if self.colormap is None and self.id_map is None:
+            raise ValueError("give a colormap (cityscapes, voc or a file) and/or an id_map")
+        return self
+
+
+class LabelSpec(StrictModel):
+    allow_renumbering: bool = Field(
+        False,
+        description="if a class of the previous published version vanished, renumber "
+        "instead of failing (changes ids: retrain from scratch)",
+    )
+
+
+class SplitSpec(StrictModel):
+    val_ratio: float = Field(0.1, ge=0.0, lt=1.0)
+    test_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _sum_below_one(self) -> SplitSpec:
+        if self.val_ratio + self.test_ratio >= 1.0:
+            raise ValueError(
+                f"val_ratio + test_ratio = {self.val_ratio + self.test_ratio} leaves no "
+                "training data; keep their sum below 1"
+            )
+        return self
+
+
+class PackSpec(StrictModel):
+    resize: int = Field(256, ge=0, le=16384, description="short side in pixels; 0 keeps size")
+    upscale: bool = Field(
+        False, description="also enlarge images whose short side is below `resize`"
+    )
+    quality: int = Field(95, ge=1, le=100, description="JPEG quality (PNG: compression 0-9)")
+    encoding: Literal[".jpg", ".png"] = ".jpg"
+    color: Literal[1, 0, -1] = Field(1, description="1 colour, 0 grayscale, -1 unchanged")
+    interpolation: Literal["auto", "area", "linear", "cubic", "lanczos"] = Field(
+        "auto", description="auto: reduced JPEG decode + cubic, area for large full-decode "
+        "shrinks, linear below 2x (see docs/im2rec.md)")
+    shard_size: int = Field(500, ge=1, le=1_000_000, description="images per pack task")
+    max_pixels: int = Field(
+        178_956_970, ge=1, description="decompression-bomb guard: larger images are quarantined"
+    )
+
+
+class PublishSpec(StrictModel):
+    uri: str = Field(description="s3://bucket/prefix; versions land in <uri>/<name>/<version>/")
+
+
+class DatasetSpec(StrictModel):
+    name: str
+    task: Literal["classification", "segmentation"] = "classification"
+    description: str = ""
+    schedule: str | None = Field("0 2 * * *", description="cron; null for manual runs only")
+    owner: str = "data-eng"
+    source: SourceSpec
+    labels: LabelSpec = LabelSpec()
+    splits: SplitSpec = SplitSpec()
+    pack: PackSpec = PackSpec()
+    segmentation: SegmentationSpec | None = None
+    publish: PublishSpec
+    quality: QualitySpec = Field(
+        QualitySpec(), description="the data-quality checklist: thresholds and severities"
+    )
+    alerts: AlertSpec = Field(AlertSpec(), description="who hears about failures, and how")
+    bench: BenchSpec = Field(
+        BenchSpec(), description="loader benchmark before publish: options and floors"
+    )
+    staging_uri: str | None = Field(
+        None, description="where intermediate data lives; default <publish.uri>/_staging"
+    )
+    tags: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid dataset name: use lowercase letters, digits, '_' or "
+                "'-', starting with a letter or digit (it becomes part of the dag_id and S3 keys)"
+            )
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_defaults(cls, data):
+        """Defaults that depend on the task: a segmentation spec benchmarks the segmentation
+        loader, whose ToTensor normalises with the ImageNet mean/std, so the checklist's
+        loader value range follows. Values the spec sets explicitly are kept."""
+        if not isinstance(data, dict) or data.get("task") != "segmentation":
+            return data
+        data = copy.deepcopy(data)
+        bench = data.setdefault("bench", {})
+        if isinstance(bench, dict):
+            options = bench.setdefault("options", {})
+            if isinstance(options, dict):
+                options.setdefault("loader", "segmentation")
+                quality = data.setdefault("quality", {})
+                if options["loader"] == "segmentation" and isinstance(quality, dict):
+                    loader = quality.setdefault("loader", {})
+                    if isinstance(loader, dict):
+                        loader.setdefault("value_range", list(NORMALISED_VALUE_RANGE))
+        return data
+
+    @model_validator(mode="after")
+    def _task_sections(self) -> DatasetSpec:
+        if self.task == "segmentation":
+            if self.source.pairs is None:
+                raise ValueError("task segmentation needs source.pairs (how images pair with "
+                                 "masks); see docs/segmentation.md")
+            if self.segmentation is None:
+                raise ValueError("task segmentation needs a segmentation section with a "
+                                 "colormap and/or id_map")
+        elif self.segmentation is not None or self.source.pairs is not None:
+            raise ValueError("segmentation / source.pairs are only for task: segmentation")
+        return self
+
+    @property
+    def dag_id(self) -> str:
+        return f"recforge__{self.name}"
+
+    @property
+    def staging(self) -> str:
+        return self.staging_uri or f"{self.publish.uri.rstrip('/')}/_staging"
+
+    def with_overrides(self, overrides: dict) -> DatasetSpec:
+        """A copy with dotted-path overrides applied (``{"pack.resize": 128}``), re-validated."""
+        data = self.model_dump()
+        for dotted, value in overrides.items():
+            if value is None:
+                continue
+            node = data
+            *parents, leaf = dotted.split(".")
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return parse_spec(data, origin=f"{self.name} (with overrides)")
+
+
+def _format_errors(exc: ValidationError, origin: str) -> str:
+    lines = [f"invalid dataset spec {origin}:"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; check its spelling against docs/spec.md"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        lines.append(f"  - {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_spec(data: dict, origin: str = "<dict>") -> DatasetSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"invalid dataset spec {origin}: the top level must be a mapping")
+    try:
+        return DatasetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, origin)) from None
+
+
+def load_spec(path: str | Path) -> DatasetSpec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid dataset spec {path}: not valid YAML: {exc}") from None
+    return parse_spec(data, origin=str(path))
+
+
+def specs_dir() -> Path:
+    """``include/datasets`` next to the package (the repo layout) unless overridden."""
+    import os
+
+    env = os.environ.get("RECFORGE_SPECS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "datasets"
+
+
+def load_all_specs(directory: str | Path | None = None) -> list[DatasetSpec]:
+    directory = Path(directory) if directory else specs_dir()
+    return [load_spec(p) for p in sorted(directory.glob("*.yaml"))]

@@ -1,0 +1,66 @@
+"""The pipeline's stages: one module per DAG task, its entry point named like the task.
+
+``recforge.stages.<task_id>.<task_id>(run[, shard_id])`` is what the Airflow task of that id
+runs (through ``recforge.orchestration``) and what ``recforge.pipeline.build`` runs without
+Airflow. Each stage dispatches on ``spec.task`` itself, so callers never choose a module by
+task kind. :data:`STAGES` is the one list of them, in pipeline order; modules are imported
+only when a stage runs (Airflow parses DAGs without loading any engine).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import get_args
+
+from recforge.spec import DatasetSpec
+
+TASK_KINDS: tuple[str, ...] = get_args(DatasetSpec.model_fields["task"].annotation)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its task id, whether it runs once per shard, and the spec task
+    kinds it exists for."""
+
+    task_id: str
+    per_shard: bool = False
+    kinds: tuple[str, ...] = TASK_KINDS
+
+    def runs_for(self, kind: str) -> bool:
+        return kind in self.kinds
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("ingest"),
+    Stage("flatten"),
+    Stage("remap_labels"),
+    Stage("split"),
+    Stage("convert_masks", per_shard=True, kinds=("segmentation",)),
+    Stage("pack", per_shard=True),
+    Stage("merge"),
+    Stage("validate"),
+    Stage("benchmark"),
+    Stage("quality_gate"),
+    Stage("publish"),
+)
+BY_TASK_ID = {s.task_id: s for s in STAGES}
+
+
+def stage(task_id: str) -> Stage:
+    try:
+        return BY_TASK_ID[task_id]
+    except KeyError:
+        raise KeyError(f"no pipeline stage {task_id!r}; stages: {list(BY_TASK_ID)}") from None
+
+
+def entry(task_id: str) -> Callable:
+    """The stage's entry point, ``recforge.stages.<task_id>.<task_id>`` (imported now)."""
+    stage(task_id)
+    return getattr(importlib.import_module(f"{__name__}.{task_id}"), task_id)
+
+
+def stages_for(kind: str) -> list[Stage]:
+    """The stages a spec of this task kind runs, in order."""
+    return [s for s in STAGES if s.runs_for(kind)]

@@ -1,0 +1,31 @@
+"""The ``convert_masks`` task (segmentation only), mapped over shards: the shard's masks —
+RGB colour, palette or id PNGs — become single-channel class-id PNGs in staging
+(``run.masks(shard)``), with the rows that point at them, the quarantine of refused pairs
+and a conversion report (pixels per class, unknown colours).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from recforge import quarantine, storage
+from recforge.run import Run
+from recforge.segmentation.masks import convert_rows, converter_for
+from recforge.spec import specs_dir
+
+log = logging.getLogger(__name__)
+
+
+def convert_masks(run: Run, shard_id: str) -> dict:
+    seg = run.spec.segmentation
+    rows = storage.read_jsonl(run.shard_plan(shard_id))
+    result = convert_rows(rows, run.spec.source.uri, run.masks(shard_id),
+                          converter_for(seg, specs_dir()), compression=seg.mask_compression)
+    storage.write_jsonl(run.converted_masks(shard_id), result.converted)
+    storage.put_bytes(run.mask_quarantine(shard_id), quarantine.dumps(result.refused))
+    storage.write_json(run.mask_report(shard_id), result.report)
+    summary = result.report
+    log.info("masks %s: converted %d, quarantined %d, %d unknown pixels", shard_id,
+             summary["converted"], summary["quarantined"], summary["unknown_pixels"])
+    return {"shard": shard_id, **{k: summary[k] for k in ("converted", "quarantined",
+                                                          "unknown_pixels", "mpix_per_s")}}

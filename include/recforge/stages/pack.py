@@ -1,0 +1,92 @@
+"""The ``pack`` task, mapped over shards: one shard of planned items → a shard
+``part.rec``/``.idx``/``.lst`` (segmentation: + the aligned ``part_mask.rec``/``.idx``),
+its record manifest and its quarantine list.
+
+Objects stream through ``storage.prefetch`` (parallel GETs, a bounded window ahead, in
+order) while this process decodes/encodes with the packing engine (``recforge.imaging``,
+the same code as ``recforge im2rec``), so output is deterministic and memory stays flat
+however large the shard. Undecodable, truncated, corrupt or oversized images go to the
+shard's quarantine list with the reason; the shard never fails because of one bad image.
+Outputs are uploaded under deterministic names, so a retried shard overwrites itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from recforge import phash, quarantine, storage
+from recforge.format import names, recordio
+from recforge.imaging import ImageRejected, PackOptions, process
+from recforge.quarantine import QuarantineEntry
+from recforge.run import Run
+from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
+
+log = logging.getLogger(__name__)
+
+
+def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
+               stage: str = "pack", fetch_threads: int = 8) -> dict:
+    """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output."""
+    refused: list[QuarantineEntry] = []
+    manifest: list[dict] = []
+    started = time.monotonic()
+    part = names.SHARD_PART
+    uris = (storage.join(source_uri, r["source_key"]) for r in rows)
+    with recordio.RecordWriter(workdir / names.rec(part), workdir / names.idx(part)) as writer, \
+            open(workdir / names.lst(part), "w", encoding="utf-8") as lst:
+        fetched = storage.prefetch(uris, fetch_threads)
+        for n, (row, data) in enumerate(zip(rows, fetched, strict=True), 1):
+            key = row["source_key"]
+            try:
+                if isinstance(data, Exception):
+                    raise ImageRejected(*quarantine.fetch_reason(data))
+                img = process(data, opts)
+            except ImageRejected as exc:
+                refused.append(QuarantineEntry(key, stage, exc.reason, exc.detail))
+                log.warning("quarantined %s: %s (%s)", key, exc.reason, exc.detail)
+                continue
+            payload = recordio.pack_image_record(float(row["label"]), row["record_key"], img.data)
+            offset = writer.write(row["record_key"], payload)
+            lst.write(names.lst_line(row["record_key"], row["label"], row["name"]))
+            manifest.append({
+                "key": row["record_key"], "split": row["split"], "offset": offset,
+                "length": len(payload), "height": img.height, "width": img.width,
+                "channels": img.channels, "label": row["label"], "class_name": row["class_name"],
+                "name": row["name"], "source_key": key, "source_etag": row["etag"],
+                "source_sha256": hashlib.sha256(data).hexdigest(), "decode_status": "ok",
+                "phash": phash.dhash_encoded(img.data),
+            })
+            if n % 200 == 0:
+                rate = n / max(time.monotonic() - started, 1e-9)
+                log.info("packed %d/%d images (%.0f img/s)", n, len(rows), rate)
+    storage.write_jsonl(str(workdir / names.RECORDS), manifest)
+    (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
+    return {"packed": len(manifest), "quarantined": len(refused)}
+
+
+def pack(run: Run, shard_id: str) -> dict:
+    spec = run.spec
+    segmentation = spec.task == "segmentation"
+    with tempfile.TemporaryDirectory(prefix=f"recforge-{shard_id}-") as tmp:
+        work = Path(tmp)
+        if segmentation:
+            rows = storage.read_jsonl(run.converted_masks(shard_id))
+            opts = SegPackOptions.from_spec(spec.pack, spec.segmentation.mask_compression)
+            counts = pack_pair_rows(rows, spec.source.uri, work, opts)
+            # the pairs the mask stage refused travel in this shard's quarantine, so merge
+            # reads one quarantine list per shard whatever the task
+            refused = storage.get_bytes(run.mask_quarantine(shard_id))
+            shard_quarantine = work / names.QUARANTINE
+            shard_quarantine.write_bytes(refused + shard_quarantine.read_bytes())
+        else:
+            rows = storage.read_jsonl(run.shard_plan(shard_id))
+            counts = pack_items(rows, spec.source.uri, PackOptions.from_spec(spec.pack), work)
+        for name in names.shard_files(masks=segmentation):
+            storage.upload(work / name, run.shard_output(shard_id, name))
+    log.info("shard %s: packed %d, quarantined %d", shard_id, counts["packed"],
+             counts["quarantined"])
+    return {"shard": shard_id, **counts}

@@ -1,0 +1,85 @@
+"""The ``remap_labels`` task: class names → contiguous ids 0..N-1, stable across versions.
+
+Classification: when a previous version is published, its ``classes.json`` is the starting
+point: existing ids never change, new classes are appended (sorted by name). A class that
+vanished fails the run — silently shifting ids would corrupt every model fine-tuned on the
+old ids — unless ``labels.allow_renumbering`` is set, which renumbers from scratch.
+
+Segmentation: the classes come from the label definition (colour map / id map); a class list
+that differs from the published one would silently change what every mask value means, so
+it fails the run unless ``labels.allow_renumbering`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from recforge import releases, storage
+from recforge.errors import LabelMapError
+from recforge.run import Run
+from recforge.segmentation.masks import converter_for
+from recforge.spec import specs_dir
+
+log = logging.getLogger(__name__)
+
+
+def remap(names: set[str], previous: list[str] | None, allow_renumbering: bool) -> list[str]:
+    """The new id → name list. ``previous`` is the published list (index = id) or None."""
+    if not previous:
+        return sorted(names)
+    vanished = [c for c in previous if c not in names]
+    if vanished:
+        if not allow_renumbering:
+            raise LabelMapError(
+                f"classes {vanished} exist in the published class map but have no images now; "
+                "ids would shift. Restore their images, or set labels.allow_renumbering: true "
+                "in the spec to renumber all classes (models trained on the old ids break)."
+            )
+        log.warning("classes %s vanished; renumbering from scratch as allowed", vanished)
+        return sorted(names)
+    added = sorted(names - set(previous))
+    if added:
+        log.info("appending new classes %s after the %d published ones", added, len(previous))
+    return list(previous) + added
+
+
+def classes_document(classes: list[str], previous_version: str | None) -> dict:
+    return {"num_classes": len(classes), "classes": classes,
+            "ids": {name: i for i, name in enumerate(classes)},
+            "based_on_version": previous_version}
+
+
+def remap_labels(run: Run) -> dict:
+    """``classes.json`` for the run (``run.classes``), checked against the published one."""
+    if run.spec.task == "segmentation":
+        return _segmentation_classes(run)
+    items = storage.read_jsonl(run.items)
+    names = {i["class_name"] for i in items}
+    if not names:
+        raise LabelMapError("no class has any image; nothing to pack")
+    published = releases.previous_classes(run.spec)
+    prev_version, previous = (published[0], published[1]["classes"]) if published \
+        else (None, None)
+    classes = remap(names, previous, run.spec.labels.allow_renumbering)
+    storage.write_json(run.classes, classes_document(classes, prev_version))
+    log.info("labels: %d classes (previous version: %s)", len(classes), prev_version or "none")
+    return {"num_classes": len(classes), "based_on_version": prev_version}
+
+
+def _segmentation_classes(run: Run) -> dict:
+    doc = converter_for(run.spec.segmentation, specs_dir()).classes_document()
+    published = releases.previous_classes(run.spec)
+    if published:
+        version, before = published
+        if before.get("classes") != doc["classes"] and not run.spec.labels.allow_renumbering:
+            raise LabelMapError(
+                f"the label definition now gives classes {doc['classes']}, but published "
+                f"version {version} has {before.get('classes')}; mask values would "
+                "change meaning. Restore the label definition, or set "
+                "labels.allow_renumbering: true to publish the new class list.")
+        doc["based_on_version"] = version
+    storage.write_json(run.classes, doc)
+    log.info("labels: %d classes from the label definition (previous version: %s)",
+             doc["num_classes"], published[0] if published else "none")
+    return {"num_classes": doc["num_classes"], "ignore_index": doc["ignore_index"],
+            "based_on_version": published[0] if published else None}

@@ -1,0 +1,72 @@
+"""The real DAG, run with ``airflow dags test`` against the local S3 server, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mxnet as mx
+import pytest
+import yaml
+
+from recforge import storage
+from recforge.dev import demo
+from tests.common.sources import BAD, SMALL_BENCH, make_source
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("airflow")
+
+
+def _env(airflow_home: Path, specs: Path) -> dict:
+    return demo.airflow_env(REPO, {"AIRFLOW_HOME": str(airflow_home),
+                                   "RECFORGE_SPECS_DIR": str(specs)})
+
+
+def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
+    objects = make_source(bucket)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "pets.yaml").write_text(yaml.safe_dump({
+        "name": "pets", "schedule": None,
+        "source": {"uri": f"s3://{bucket}/raw"},
+        "publish": {"uri": f"s3://{bucket}/datasets"},
+        "splits": {"val_ratio": 0.25, "seed": 1},
+        "pack": {"resize": 40, "shard_size": 10}, "bench": SMALL_BENCH,
+    }))
+    env = _env(airflow_home, specs)
+
+    ok, out = demo.run_dag_test("recforge__pets", env)
+    assert ok, out[-4000:]
+    latest = storage.read_json(f"s3://{bucket}/datasets/pets/latest.json")
+    version = latest["uri"]
+    local = tmp_path / "published"
+    for obj in storage.list_objects(version):
+        storage.download(f"{version}/{obj.key}", local / obj.key)
+    summary = json.loads((local / "summary.json").read_text())
+    assert summary["listed"] == len(objects)
+    assert summary["packed"] == len(objects) - len(BAD) and summary["quarantined"] == len(BAD)
+    n_train = summary["splits"]["train"]
+    it = mx.io.ImageRecordIter(path_imgrec=str(local / "train.rec"),
+                               path_imgidx=str(local / "train.idx"),
+                               data_shape=(3, 40, 40), batch_size=n_train, shuffle=False)
+    batch = next(iter(it))
+    assert batch.data[0].shape == (n_train, 3, 40, 40)
+    classes = json.loads((local / "classes.json").read_text())["classes"]
+    assert set(batch.label[0].asnumpy().astype(int)) <= set(range(len(classes)))
+
+    # A triggered run with params: dry run + resize override — nothing new is published.
+    ok, out = demo.run_dag_test("recforge__pets", env, conf={"dry_run": True, "resize": 32})
+    assert ok, out[-4000:]
+    assert storage.read_json(f"s3://{bucket}/datasets/pets/latest.json") == latest
+
+    # A vanished class fails the run (no retries: deterministic) and publishes nothing.
+    storage.delete_prefix(f"s3://{bucket}/raw/eel")
+    ok, out = demo.run_dag_test("recforge__pets", env)
+    assert not ok
+    assert "LabelMapError" in out and "eel" in out
+    assert storage.read_json(f"s3://{bucket}/datasets/pets/latest.json") == latest

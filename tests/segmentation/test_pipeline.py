@@ -1,0 +1,81 @@
+"""``recforge build`` on a segmentation spec (local storage, two pack processes)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from recforge import pipeline
+from recforge.spec import parse_spec
+from tests.common.segdata import (
+    block_ids,
+    cityscapes_color,
+    coord_image,
+    expected_train_ids,
+    png,
+)
+from tests.common.sources import SMALL_BENCH
+
+
+def test_build_segmentation_with_process_pool(tmp_path):
+    src = tmp_path / "src"
+    truth = {}
+    for n in range(9):
+        ids = block_ids(64, 48, [*range(34), 255], block=4, seed=10 + n)
+        img, mask = src / "img" / f"a/{n}.png", src / "lbl" / f"a/{n}_color.png"
+        img.parent.mkdir(parents=True, exist_ok=True)
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        # distinct photos: identical ones in two splits would (rightly) fail the quality gate
+        img.write_bytes(png(np.random.default_rng(n).integers(0, 256, (48, 64, 3), np.uint8)))
+        mask.write_bytes(png(cityscapes_color(ids)))
+        truth[f"img/a/{n}.png"] = ids
+    (src / "img" / "a" / "lonely.png").write_bytes(png(coord_image(64, 48)))  # no mask
+    spec = parse_spec({
+        "name": "city", "task": "segmentation",
+        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",
+                                               "mask_suffix": "_color.png"}},
+        "segmentation": {"colormap": "cityscapes"},
+        "splits": {"val_ratio": 0.3, "seed": 2},
+        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
+        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")},
+    })
+    result = pipeline.build(spec, run_id="seg1", workers=2)
+    summary = result["merge"]
+    assert summary["listed"] == 19 and summary["quarantined"] == 1
+    assert sum(summary["splits"].values()) == 9
+    assert result["quality_gate"]["ok"], result["quality_gate"]
+
+    out = tmp_path / "pub" / "city" / result["publish"]["version"]
+    from recforge.segmentation.dataset import SegmentationRecordDataset
+
+    records = [json.loads(ln) for ln in (out / "records.jsonl").read_text().splitlines()]
+    for split in summary["splits"]:
+        ds = SegmentationRecordDataset.from_split(str(out), split)
+        by_key = {r["key"]: r["source_key"] for r in records if r["split"] == split}
+        for i, key in enumerate(ds.keys):
+            _, mask = ds[i]
+            np.testing.assert_array_equal(mask, expected_train_ids(truth[by_key[key]]))
+
+
+def test_changed_label_definition_fails_against_the_published_version(tmp_path):
+    import pytest
+
+    from recforge import releases, storage
+    from recforge.errors import LabelMapError
+    from recforge.run import Run
+    from recforge.stages.remap_labels import remap_labels
+
+    base = {"name": "city", "task": "segmentation",
+            "source": {"uri": str(tmp_path / "src"), "pairs": {}},
+            "segmentation": {"colormap": "cityscapes", "target": "trainId"},
+            "publish": {"uri": str(tmp_path / "pub")}}
+    spec = parse_spec(base)
+    storage.write_json(releases.version_uri(spec, "v1", "classes.json"),
+                       {"classes": ["road", "sidewalk"]})
+    storage.write_json(releases.latest_uri(spec), {"version": "v1"})
+    with pytest.raises(LabelMapError, match="v1 has \\['road', 'sidewalk'\\]"):
+        remap_labels(Run(spec, "r"))
+    relaxed = parse_spec({**base, "labels": {"allow_renumbering": True}})
+    assert remap_labels(Run(relaxed, "r"))["num_classes"] == 19
+    assert storage.read_json(Run(relaxed, "r").classes)["based_on_version"] == "v1"

@@ -1,0 +1,106 @@
+"""The segmentation stages chained over a real ``Run`` (local storage) the way the DAG will
+chain them: ingest → pairs → classes → plan → convert masks → pack → merge → validate →
+Gluon, with exact reconciliation (every listed object packed or quarantined once)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recforge import quarantine, storage
+from recforge.format import validate
+from recforge.run import Run
+from recforge.spec import parse_spec
+from recforge.stages import convert_masks, flatten, ingest, merge, pack, remap_labels, split
+from tests.common.segdata import (
+    block_ids,
+    cityscapes_color,
+    coord_image,
+    expected_train_ids,
+    png,
+)
+
+
+@pytest.fixture
+def source(tmp_path):
+    src = tmp_path / "src"
+    ids_of = {}
+    for n in range(6):
+        stem = f"train/city/c_{n:06d}"
+        ids = block_ids(64, 48, [*range(34), 255], block=4, seed=n)
+        img_key = f"leftImg8bit/{stem}_leftImg8bit.png"
+        mask = png(cityscapes_color(ids))
+        if n == 4:  # a mask at half size: the pair is quarantined at pack time
+            mask = png(cityscapes_color(ids[::2, ::2]))
+        if n == 5:  # an undecodable mask: quarantined by the mask stage
+            mask = b"\x89PNG\r\n\x1a\n garbage"
+        ids_of[img_key] = ids
+        for key, data in ((img_key, png(coord_image(64, 48))),
+                          (f"gtFine/{stem}_gtFine_color.png", mask),
+                          (f"gtFine/{stem}_gtFine_labelIds.png", png(ids))):
+            (src / key).parent.mkdir(parents=True, exist_ok=True)
+            (src / key).write_bytes(data)
+    return src, ids_of
+
+
+def test_segmentation_run(tmp_path, source):
+    src, ids_of = source
+    spec = parse_spec({
+        "name": "city", "task": "segmentation",
+        "source": {"uri": str(src), "pairs": {
+            "images": "leftImg8bit", "masks": "gtFine", "image_suffix": "_leftImg8bit.png",
+            "mask_suffix": "_gtFine_color.png"}},
+        "segmentation": {"colormap": "cityscapes", "target": "trainId"},
+        "splits": {"val_ratio": 0.0}, "pack": {"resize": 0, "encoding": ".png", "shard_size": 3},
+        "publish": {"uri": str(tmp_path / "pub")}})
+    run = Run(spec, "t1")
+    ingest.ingest(run)
+    assert flatten.flatten(run) == {"items": 6, "classes": 0, "quarantined": 6}
+    assert remap_labels.remap_labels(run)["num_classes"] == 19
+    shards = split.split(run)["shards"]
+    assert shards == ["train-00000", "train-00001"]
+    for sid in shards:
+        convert_masks.convert_masks(run, sid)
+        pack.pack(run, sid)
+    converted = storage.read_jsonl(run.converted_masks("train-00000"))
+    assert all(storage.exists(r["mask_uri"]) and r["mask_uri"].startswith(run.masks("train-00000"))
+               for r in converted)
+
+    summary = merge.merge(run)
+    assert {k: summary[k] for k in ("listed", "packed", "quarantined")} == \
+        {"listed": 18, "packed": 8, "quarantined": 10}
+    assert summary["splits"] == {"train": 4}
+    entries = quarantine.loads(storage.get_bytes(run.output("quarantine.jsonl")))
+    reasons = sorted(e.reason for e in entries)
+    assert reasons == ["mask_size_mismatch"] * 2 + ["not_selected"] * 6 + ["undecodable"] * 2
+    records = storage.read_jsonl(run.output("records.jsonl"))
+
+    # validate: classification checks on the images and mask checks on the pair
+    report = validate.validate_prefix(run.uri("out"))
+    assert report["ok"], report["failures"]
+
+    # train
+    from recforge.segmentation.dataset import SegmentationRecordDataset
+
+    ds = SegmentationRecordDataset.from_split(run.uri("out"), "train")
+    assert len(ds) == 4 and ds.num_classes == 19
+    key_to_src = {r["key"]: r["source_key"] for r in records}
+    for i, key in enumerate(ds.keys):
+        img, mask = ds[i]
+        np.testing.assert_array_equal(mask, expected_train_ids(ids_of[key_to_src[key]]))
+        np.testing.assert_array_equal(img, coord_image(64, 48))
+
+
+def test_validate_checks_masks(tmp_path):
+    from recforge.segmentation import pack as segpack
+
+    pairs = [segpack.SegPair(k, f"{k}.png", png(coord_image(8, 8)),
+                             png(np.full((8, 8), k, np.uint8)), {}) for k in range(3)]
+    segpack.pack_pairs(pairs, tmp_path, segpack.SegPackOptions(), name="train")
+    (tmp_path / "classes.json").write_text('{"num_classes": 2, "ignore_index": 255}')
+    report = validate.validate_local(tmp_path)
+    assert not report["ok"]
+    assert report["failures"] == ["train: train_mask.rec: key 2: mask values [2] outside "
+                                  "[0, 2) and ignore 255"]
+    (tmp_path / "train_mask.idx").unlink()
+    assert "train_mask.idx missing" in validate.validate_local(tmp_path)["failures"][0]

@@ -1,0 +1,100 @@
+"""Unit tests of the pure parts of each stage: key safety, flattening, labels, split, lst."""
+
+from __future__ import annotations
+
+import pytest
+
+from recforge.errors import LabelMapError, ReconciliationError
+from recforge.format.names import lst_line
+from recforge.stages import flatten, remap_labels, split
+from recforge.stages.ingest import classify_object, unsafe_key_reason
+from recforge.stages.merge import reconcile
+
+EXTS = (".jpg", ".png")
+
+
+@pytest.mark.parametrize("key, reason", [
+    ("cat/../../etc/passwd.jpg", "unsafe_key"),
+    ("/abs/cat.jpg", "unsafe_key"),
+    ("cat//x.jpg", "unsafe_key"),
+    ("cat\\..\\x.jpg", "unsafe_key"),
+    ("cat/./x.jpg", "unsafe_key"),
+    ("cat/.hidden.jpg", "hidden_file"),
+    (".git/x.jpg", "hidden_file"),
+    ("cat/notes.txt", "unsupported_extension"),
+    ("cat/noext", "unsupported_extension"),
+])
+def test_refused_objects(key, reason):
+    entry = classify_object(key, 10, EXTS)
+    assert entry is not None and entry.reason == reason and entry.fix
+
+
+def test_zero_bytes_and_accepted():
+    assert classify_object("cat/a.jpg", 0, EXTS).reason == "zero_bytes"
+    assert classify_object("cat/a.JPG", 10, EXTS) is None
+    assert classify_object("cat/sub dir/ünïcode.png", 10, EXTS) is None
+    assert unsafe_key_reason("a/b.jpg") is None
+
+
+def test_flatten_any_depth_first_folder_is_class():
+    rows = [{"key": k, "etag": "e", "size": 1} for k in
+            ["dog/a.jpg", "dog/puppies/b.jpg", "dog/puppies/2024/c.jpg", "cat/x.jpg", "top.jpg"]]
+    items, refused = flatten.flatten_keys(rows)
+    assert {i["source_key"]: i["class_name"] for i in items} == {
+        "dog/a.jpg": "dog", "dog/puppies/b.jpg": "dog", "dog/puppies/2024/c.jpg": "dog",
+        "cat/x.jpg": "cat"}
+    assert {i["name"] for i in items} == {"dog/a.jpg", "dog/puppies__b.jpg",
+                                          "dog/puppies__2024__c.jpg", "cat/x.jpg"}
+    assert [(e.source_key, e.reason) for e in refused] == [("top.jpg", "not_in_class_folder")]
+
+
+def test_flat_names_unique_on_collision():
+    rows = [{"key": k, "etag": "e", "size": 1} for k in ["a/b/c.jpg", "a/b__c.jpg"]]
+    items, _ = flatten.flatten_keys(rows)
+    names = [i["name"] for i in items]
+    assert len(set(names)) == 2
+    again, _ = flatten.flatten_keys(list(reversed(rows)))
+    assert sorted(names) == sorted(i["name"] for i in again)  # stable whatever the order
+
+
+def test_labels_fresh_append_and_vanish():
+    assert remap_labels.remap({"dog", "cat"}, None, False) == ["cat", "dog"]
+    assert remap_labels.remap({"dog", "cat", "ant"}, ["dog", "cat"], False) == ["dog", "cat", "ant"]
+    with pytest.raises(LabelMapError, match=r"\['cat'\].*allow_renumbering"):
+        remap_labels.remap({"dog"}, ["dog", "cat"], False)
+    assert remap_labels.remap({"dog", "eel"}, ["dog", "cat"], True) == ["dog", "eel"]
+
+
+def test_split_is_deterministic_and_stable_under_growth():
+    keys = [f"c{i % 5}/img_{i}.jpg" for i in range(2000)]
+    first = {k: split.assign_split(k, 0.2, 0.1, seed=3) for k in keys}
+    assert first == {k: split.assign_split(k, 0.2, 0.1, seed=3) for k in keys}
+    counts = {s: list(first.values()).count(s) for s in ("train", "val", "test")}
+    assert 300 < counts["val"] < 500 and 130 < counts["test"] < 270
+    other_seed = {k: split.assign_split(k, 0.2, 0.1, seed=4) for k in keys}
+    assert other_seed != first
+
+
+def test_plan_assigns_contiguous_keys_and_shards():
+    items = [{"source_key": f"c{i % 3}/{i}.jpg", "class_name": f"c{i % 3}", "etag": "e",
+              "size": 1, "name": f"c{i % 3}/{i}.jpg"} for i in range(25)]
+    shards = split.plan(items, {"c0": 0, "c1": 1, "c2": 2}, 0.0, 0.0, 0, shard_size=10)
+    assert list(shards) == ["train-00000", "train-00001", "train-00002"]
+    assert [len(r) for r in shards.values()] == [10, 10, 5]
+    keys = [r["record_key"] for rows in shards.values() for r in rows]
+    assert keys == list(range(25))
+    assert all(r["label"] == int(r["class_name"][1]) for rows in shards.values() for r in rows)
+
+
+def test_lst_line_matches_im2rec_format():
+    assert lst_line(7, 3, "cat/a.jpg") == "7\t3.000000\tcat/a.jpg\n"
+    assert lst_line(1, [1, 2.5], "x.jpg") == "1\t1.000000\t2.500000\tx.jpg\n"
+
+
+def test_reconcile_exact():
+    assert reconcile(["a", "b", "c"], ["a", "b"], ["c"]) == {
+        "listed": 3, "packed": 2, "quarantined": 1}
+    with pytest.raises(ReconciliationError, match=r"1 listed object\(s\) neither.*\['c'\]"):
+        reconcile(["a", "b", "c"], ["a"], ["b"])
+    with pytest.raises(ReconciliationError, match=r"1 counted twice \['a'\]"):
+        reconcile(["a", "b"], ["a", "b"], ["a"])

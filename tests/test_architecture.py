@@ -1,0 +1,133 @@
+"""The tree shows the pipeline: floors follow the data, no import circles, the spec is a
+parse-time leaf, and every DAG task id is exactly one stage module."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recforge import stages
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "include" / "recforge"
+
+# Lower floors never import higher ones (module-level imports; a room is a module or a
+# package). Read bottom-up, this is the data's path: spec → format → engines → run → stages
+# → pipeline → the Airflow edge → the command line and dev conveniences.
+FLOORS = [
+    {"errors"},
+    {"spec"},
+    {"storage", "quarantine", "phash", "imaging", "format"},
+    {"segmentation", "im2rec"},
+    {"quality", "bench"},
+    {"run", "releases", "alerts"},
+    {"stages"},
+    {"pipeline"},
+    {"orchestration"},
+    {"cli", "dev"},
+]
+FLOOR = {room: n for n, rooms in enumerate(FLOORS) for room in rooms}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _top_level_imports(path: Path, known: set[str]) -> set[str]:
+    """recforge modules imported at module level (not inside functions)."""
+    found = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n in known}
+    return found
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "recforge"
+
+
+GRAPH = {m: _top_level_imports(p, set(_modules())) - {m} for m, p in _modules().items()}
+
+
+def test_every_module_has_a_floor():
+    assert sorted({_room(m) for m in GRAPH} - set(FLOOR) - {"recforge"}) == []
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_floors_follow_the_data(module):
+    if _room(module) == "recforge":
+        return
+    higher = sorted(m for m in GRAPH[module] if _room(m) != "recforge"
+                    and FLOOR[_room(m)] > FLOOR[_room(module)])
+    assert higher == [], f"{module} (floor {FLOOR[_room(module)]}) imports {higher}"
+
+
+def test_no_import_circle():
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(GRAPH[m]):
+            assert state.get(n) != 1, " → ".join([*path, n])
+            if n not in state:
+                visit(n, [*path, n])
+        state[m] = 2
+
+    for m in sorted(GRAPH):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_the_spec_imports_no_engine():
+    code = ("import sys, recforge.spec; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('recforge', 'numpy', 'cv2', 'mxnet', 'boto3', "
+            "'great_expectations', 'pandas', 'airflow')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    loaded = eval(out)  # a printed list of module names
+    assert [m for m in loaded if not (m in ("recforge", "recforge.errors", "recforge.spec")
+                                      or m.startswith("recforge.spec."))] == []
+
+
+def test_a_task_id_is_exactly_one_stage_module():
+    modules = sorted(p.stem for p in (PACKAGE / "stages").glob("*.py") if p.stem != "__init__")
+    assert modules == sorted(s.task_id for s in stages.STAGES)
+    for s in stages.STAGES:
+        entry = stages.entry(s.task_id)
+        assert entry.__module__ == f"recforge.stages.{s.task_id}"
+        assert entry.__name__ == s.task_id
+
+
+@pytest.mark.parametrize("path", ["dags/recforge_datasets.py",
+                                  "include/recforge/pipeline.py"])
+def test_no_module_paths_in_the_dag_or_the_pipeline(path):
+    tree = ast.parse((REPO / path).read_text())
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str) and id(n) not in docstrings]
+    assert [s for s in strings if re.search(r"\brecforge\.\w+", s)] == []
+
+
+def test_stage_entry_points_take_the_run():
+    import inspect
+
+    for s in stages.STAGES:
+        params = list(inspect.signature(stages.entry(s.task_id)).parameters)
+        assert params[:1] == ["run"], s.task_id
+        assert ("shard_id" in params) == s.per_shard, s.task_id
