@@ -134,7 +134,11 @@ def build_dag(spec: DatasetSpec):
             if context["params"].get("dry_run"):
                 print("dry run: not published; the dataset stays in the run's staging out/")
                 return None
-            return stage(context, "publish")
+            published = stage(context, "publish")
+            # the Asset event says what was released (a training DAG reads it from here)
+            context["outlet_events"][dataset_asset].extra = {
+                k: published[k] for k in ("version", "uri", "report") if k in published}
+            return published
 
         shard_ids = split(remap_labels(flatten(ingest())))
         if spec.task == "segmentation":

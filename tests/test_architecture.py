@@ -24,7 +24,7 @@ FLOORS = [
     {"spec"},
     {"storage", "quarantine", "phash", "imaging", "format"},
     {"segmentation", "im2rec"},
-    {"quality", "bench"},
+    {"quality", "bench", "report"},
     {"run", "releases", "alerts"},
     {"stages"},
     {"pipeline"},

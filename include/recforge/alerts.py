@@ -54,6 +54,7 @@ class Alert:
     checks: list[dict] = field(default_factory=list)  # failed first, then warned
     docs_url: str | None = None
     log_url: str | None = None
+    report_url: str | None = None  # the dataset report (report.html)
     error: str | None = None
 
     @property
@@ -102,7 +103,8 @@ class Alert:
                     lines += [f"      {e}" for e in c.get("evidence", [])]
                     if self.page_url(c):
                         lines.append(f"      evidence: {self.page_url(c)}")
-        lines += ["", f"Data Docs: {self.docs_url or '(not available)'}",
+        lines += ["", f"Report: {self.report_url or '(not available)'}",
+                  f"Data Docs: {self.docs_url or '(not available)'}",
                   f"Task log: {self.log_url or '(not available)'}"]
         return "\n".join(lines) + "\n"
 
@@ -126,6 +128,8 @@ class Alert:
                              f"<td>{e(c['observed'])}{evidence}</td></tr>")
             parts.append("</table>")
         links = []
+        if self.report_url:
+            links.append(f"<a href='{e(self.report_url)}'>Report</a>")
         if self.docs_url:
             links.append(f"<a href='{e(self.docs_url)}'>Data Docs</a>")
         if self.log_url:
@@ -145,6 +149,8 @@ class Alert:
             lines.append(f"• {c['item']} *{c['name']}* [{c['severity']}, {c['status']}]: "
                          f"{c['observed']}")
         links = []
+        if self.report_url:
+            links.append(f"<{self.report_url}|Report>")
         if self.docs_url:
             links.append(f"<{self.docs_url}|Data Docs>")
         if self.log_url:
@@ -175,7 +181,7 @@ def build_alert(result: dict | None, *, dataset: str | None = None, run: str | N
         dataset=dataset or result.get("dataset") or "(unknown dataset)",
         run=run or result.get("run") or "(unknown run)",
         status=status, checks=checks[:MAX_CHECKS_IN_ALERT],
-        docs_url=docs_url or result.get("data_docs"),
+        docs_url=docs_url or result.get("data_docs"), report_url=result.get("report_url"),
         log_url=log_url, error=None if error is None else str(error)[:4000],
     )
 

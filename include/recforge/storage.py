@@ -263,3 +263,13 @@ def prefetch(uris: Iterable[str], threads: int = 8, ahead: int | None = None
                 yield window.popleft().result()
         while window:
             yield window.popleft().result()
+
+
+def browser_url(uri: str, expires_s: int = 7 * 24 * 3600) -> str:
+    """A link a browser can open: a presigned HTTPS URL for an S3 object (valid
+    ``expires_s``, 7 days at most on AWS), ``file://`` for a local path."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return s3_client().generate_presigned_url(
+            "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_s)
+    return local_path(uri).resolve().as_uri()

@@ -28,8 +28,11 @@ def _build(args: argparse.Namespace) -> int:
     q = result["quality_gate"]
     warned = f" with warnings {q['warned']}" if q["warned"] else ""
     print(f"quality checklist: passed{warned}; Data Docs: {q['data_docs']}")
+    print(f"report: {q['report']}\n  open: {q['report_url']}")
     if result["publish"]:
         print(f"published: {result['publish']['uri']}")
+        if result["publish"].get("report"):
+            print(f"  report: {result['publish']['report']}")
     else:
         print(f"dry run, not published; output in {result['staging']}/out")
     if args.json:

@@ -45,11 +45,13 @@ def _check(args) -> int:
 
     quality, pack, task, name = _spec_parts(args)
     task = args.task or task
-    loader_results = None
-    if args.loader_results:
-        from recforge import storage
+    from recforge import storage
+    from recforge.format import names
 
-        loader_results = storage.read_json(args.loader_results)
+    # the loader benchmark's results: --loader-results, else the version's own bench.json
+    bench = args.loader_results or storage.join(args.prefix, names.BENCH)
+    loader_results = storage.read_json(bench) if args.loader_results or storage.exists(bench) \
+        else None
     docs = Path(args.docs) if args.docs else Path(tempfile.mkdtemp(prefix="recforge-docs-"))
     result = run_quality_gate(args.prefix, quality, docs_dir=docs,
                               source_manifest=args.source_manifest, pack=pack, task=task,
@@ -71,7 +73,8 @@ def register(sub) -> None:
     p.add_argument("--source-manifest", help="the run's ingest/source_manifest.jsonl, for the "
                    "per-object accounting (default: source_manifest.jsonl under PREFIX, else "
                    "the totals in summary.json)")
-    p.add_argument("--loader-results", help="the loader benchmark's bench.json (items 6-10)")
+    p.add_argument("--loader-results", help="the loader benchmark's bench.json (items 6-10; "
+                   "default: bench.json under PREFIX)")
     p.add_argument("--task", choices=["classification", "segmentation"])
     p.add_argument("--docs", help="folder for the Data Docs site (default: a temp folder)")
     p.add_argument("--upload-docs", help="also copy the Data Docs site to this URI")

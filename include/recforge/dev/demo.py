@@ -132,6 +132,8 @@ def run_demo(repo: Path, port: int = 9000, per_class: int = 40) -> int:
         f"{len(v)} {k}" + (f" ({', '.join(v)})" if k != "passed" else "")
         for k, v in sorted(by_status.items())))
     print(f"  Data Docs: {local / names.QUALITY_DIR / 'index.html'}")
+    print(f"report: {local / names.REPORT}")
+    print(f"  open it in a browser: {(local / names.REPORT).resolve().as_uri()}")
     print("quarantined:")
     for line in (local / names.QUARANTINE).read_text().splitlines():
         e = json.loads(line)

@@ -22,6 +22,7 @@ SUMMARY = "summary.json"
 BENCH = "bench.json"
 QUALITY_DIR = "quality"  # Data Docs site + quality.json
 QUALITY_RESULT = "quality.json"
+REPORT = "report.html"  # the dataset report people look at
 MANIFEST = "manifest.json"  # written last: a version exists once this does
 LATEST = "latest.json"  # next to the versions: points at the newest complete one
 

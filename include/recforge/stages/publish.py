@@ -27,6 +27,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
     spec = run.spec
     version = run.pin_version(version) if version else run.version()
     target = releases.version_uri(spec, version)
+    previous = releases.read_latest(spec)
     manifest_uri = storage.join(target, names.MANIFEST)
     if storage.exists(manifest_uri):
         existing = storage.read_json(manifest_uri)
@@ -53,6 +54,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
             "dataset": spec.name, "version": version, "run_id": run.run_id,
             "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
             "files": files, "summary": summary, "spec": spec.model_dump(mode="json"),
+            "previous_uri": previous["uri"] if previous and previous["uri"] != target else None,
             **metadata,
         })
     storage.write_json(releases.latest_uri(spec), {
@@ -60,4 +62,10 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
         "updated_at": datetime.now(UTC).isoformat(),
     })
     log.info("publish: %s → %s (latest.json updated)", spec.name, target)
-    return {"version": version, "uri": target}
+    out = {"version": version, "uri": target}
+    report = storage.join(target, names.REPORT)
+    if storage.exists(report):
+        out["report"] = report
+        log.info("publish: report %s (open in a browser: %s)", report,
+                 storage.browser_url(report))
+    return out

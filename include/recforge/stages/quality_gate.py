@@ -1,18 +1,23 @@
 """The ``quality_gate`` task: the Great Expectations checklist over the merged output and
-the loader benchmark's results (``recforge.quality``).
+the loader benchmark's results (``recforge.quality``), then the dataset report
+(``recforge.report``) that shows it.
 
-Data Docs land in ``out/quality/`` and so are published next to the dataset. A failed
-``fail``-severity check raises ``QualityGateFailed`` carrying the result (the Airflow edge
-hands it to the alert); otherwise the result is returned for the success/warning notice.
+Data Docs land in ``out/quality/`` and the report in ``out/report.html``, so both are
+published next to the dataset, and a failed run keeps them in staging for the alert. A
+failed ``fail``-severity check raises ``QualityGateFailed`` carrying the result (the
+Airflow edge hands it to the alert); otherwise the result is returned for the notice.
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
+from pathlib import Path
 
-from recforge import storage
+from recforge import releases, storage
 from recforge.format import names
 from recforge.quality import enforce, format_table, run_and_upload
+from recforge.report import build_report
 from recforge.run import Run
 
 log = logging.getLogger(__name__)
@@ -29,4 +34,22 @@ def quality_gate(run: Run) -> dict:
     log.info("quality gate: %s; Data Docs: %s", "passed" if result["ok"] else "FAILED",
              result["data_docs"])
     log.info("checklist:\n%s", format_table(result))
+    result.update(write_report(run))
     return enforce(result)
+
+
+def write_report(run: Run) -> dict:
+    """``out/report.html``, diffed against the latest published version; returns where it
+    is and a link a browser can open."""
+    latest = releases.read_latest(run.spec)
+    about = {"dataset": run.spec.name, "version": run.version(), "run_id": run.run_id,
+             "task": run.spec.task, "spec": run.spec.model_dump(mode="json"),
+             "previous_uri": latest["uri"] if latest and latest.get("run_id") != run.run_id
+             else None}
+    with tempfile.TemporaryDirectory(prefix="recforge-report-") as tmp:
+        local = build_report(run.out, Path(tmp) / names.REPORT, about=about)
+        uri = run.output(names.REPORT)
+        storage.put_bytes(uri, local.read_bytes(), "text/html; charset=utf-8")
+    url = storage.browser_url(uri)
+    log.info("report: %s (open in a browser: %s)", uri, url)
+    return {"report": uri, "report_url": url}

@@ -1,0 +1,166 @@
+"""The dataset report: published with every version, self-contained, every section filled
+from the real data (through the real S3 server), and the diff against the previous version."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from recforge import pipeline, storage
+from recforge.cli import main
+from recforge.report import build_report, render_record
+from recforge.report.page import SECTIONS
+from tests.common.helpers import jpeg
+from tests.common.sources import BAD, make_source, make_spec
+
+
+class Page(HTMLParser):
+    def __init__(self, text: str):
+        super().__init__()
+        self.ids, self.imgs, self.links, self.text = set(), [], [], []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "img":
+            self.imgs.append(a.get("src", ""))
+        for attr in ("href", "src"):
+            if attr in a and tag != "img":
+                self.links.append(a[attr])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    @property
+    def words(self) -> str:
+        return " ".join(self.text)
+
+
+def _decoded(src: str) -> Image.Image:
+    assert src.startswith("data:image/"), src[:40]
+    return Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1])))
+
+
+@pytest.fixture(scope="module")
+def two_versions(s3_endpoint, tmp_path_factory):
+    """v1 of a 3-class source, then v2 with one image changed, one removed and a new class."""
+    bucket = f"report-{tmp_path_factory.mktemp('x').name[-6:].lower()}"
+    storage.s3_client().create_bucket(Bucket=bucket)
+    make_source(bucket)
+    spec = make_spec(bucket, quality={"severity": {"near_duplicates": "warn"}})
+    first = pipeline.build(spec, run_id="r1", workers=1)
+    client = storage.s3_client()
+    client.delete_object(Bucket=bucket, Key="raw/cat/0.png")
+    client.put_object(Bucket=bucket, Key="raw/dog/a/b/5.jpg",  # same key, new content
+                      Body=jpeg(90, 320, seed=777))
+    for i in range(6):  # a new class
+        client.put_object(Bucket=bucket, Key=f"raw/fox/{i}.jpg", Body=jpeg(70, 300, seed=900 + i))
+    second = pipeline.build(spec, run_id="r2", workers=1)
+    return bucket, first, second
+
+
+def test_every_version_publishes_a_self_contained_report(two_versions, tmp_path):
+    _, first, _ = two_versions
+    uri = first["publish"]["report"]
+    assert uri == f"{first['publish']['uri']}/report.html"
+    text = storage.get_bytes(uri).decode("utf-8")
+    page = Page(text)
+    assert {sid for sid, _ in SECTIONS} <= page.ids
+    # nothing leaves the machine: every image is inline, every link relative or an anchor
+    assert page.imgs and all(src.startswith("data:image/") for src in page.imgs)
+    assert all(not link.startswith(("http:", "https:", "//")) for link in page.links), page.links
+    assert len(text.encode()) < 2 << 20
+    sizes = [_decoded(src).size for src in page.imgs]
+    assert all(0 < w <= 224 and 0 < h <= 224 for w, h in sizes)  # thumbnails, not originals
+    words = page.words
+    for cls in ("cat", "dog", "eel"):
+        assert cls in words
+    for key, reason in BAD.items():  # the quarantine table names every object and reason
+        assert key in words and reason in words
+    assert "records per class and split" in text and "image short side" in text
+    assert "loader throughput" in text
+    assert "first version" in words  # nothing to diff against yet
+
+
+def test_checklist_shows_warn_as_warn(two_versions):
+    _, first, _ = two_versions
+    quality = storage.read_json(f"{first['publish']['uri']}/quality/quality.json")
+    page = storage.get_bytes(first["publish"]["report"]).decode("utf-8")
+    for name, check in quality["checks"].items():
+        assert f"<b>{name}</b>" in page
+        shown = {"passed": "pass", "warning": "warn", "failed": "fail"}.get(check["status"])
+        if shown:
+            assert f'<span class="{shown}">{shown}</span>' in page.split(f"<b>{name}</b>")[1] \
+                .split("</tr>")[0]
+
+
+def test_report_diffs_against_the_previous_version(two_versions):
+    _, first, second = two_versions
+    manifest = storage.read_json(f"{second['publish']['uri']}/manifest.json")
+    assert manifest["previous_uri"] == first["publish"]["uri"]
+    words = Page(storage.get_bytes(second["publish"]["report"]).decode("utf-8")).words
+    assert "6 added, 1 removed, 1 changed" in " ".join(words.split())
+    assert "cat/0.png" in words and "dog/a/b/5.jpg" in words and "fox/" in words
+    assert "+6" in words  # fox: 0 → 6 records
+
+
+def test_cli_report_and_show(two_versions, tmp_path, capsys):
+    _, first, _ = two_versions
+    version = first["publish"]["uri"]
+    assert main(["report", version, "-o", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "report.html").exists()
+    assert "report:" in capsys.readouterr().out
+    records = storage.read_jsonl(f"{version}/records.jsonl")
+    r = records[3]
+    assert main(["show", version, str(r["key"]), "--split", r["split"], "-o",
+                 str(tmp_path / "one.png")]) == 0
+    with Image.open(tmp_path / "one.png") as im:
+        assert im.size == (r["width"], r["height"])
+    with pytest.raises(KeyError, match="no record with key 99999"):
+        render_record(version, 99999, tmp_path / "x.png")
+
+
+def test_segmentation_report_overlays_masks_with_a_legend(tmp_path):
+    from tests.common.segdata import block_ids, cityscapes_color, png
+    from tests.common.sources import SMALL_BENCH
+
+    src = tmp_path / "src"
+    for n in range(10):
+        ids = block_ids(64, 48, [7, 8, 11, 26], block=8, seed=n)
+        for key, data in ((f"img/{n}.png", png(np.random.default_rng(n).integers(
+                0, 256, (48, 64, 3), np.uint8))), (f"lbl/{n}.png", png(cityscapes_color(ids)))):
+            (src / key).parent.mkdir(parents=True, exist_ok=True)
+            (src / key).write_bytes(data)
+    from recforge.spec import parse_spec
+
+    spec = parse_spec({
+        "name": "city", "task": "segmentation",
+        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl"}},
+        "segmentation": {"colormap": "cityscapes"}, "splits": {"val_ratio": 0.2, "seed": 2},
+        "pack": {"resize": 0, "encoding": ".png", "shard_size": 4}, "bench": SMALL_BENCH,
+        "publish": {"uri": str(tmp_path / "pub")}})
+    out = pipeline.build(spec, run_id="s1", workers=1)["publish"]
+    page = Page((tmp_path / "pub" / "city" / out["version"] / "report.html").read_text())
+    assert "masks" in page.ids and "road" in page.words and "sidewalk" in page.words
+    assert "pixels per class" in " ".join(page.text)
+    overlays = [_decoded(s) for s in page.imgs if _decoded(s).size == (64, 48)]
+    assert overlays  # image + mask blended at full size (64x48 fits the 224 px overlay)
+    png_out = tmp_path / "rec.png"
+    rec = json.loads((tmp_path / "pub" / "city" / out["version"] / "records.jsonl")
+                     .read_text().splitlines()[0])
+    render_record(str(tmp_path / "pub" / "city" / out["version"]), rec["key"], png_out,
+                  split=rec["split"])
+    assert Image.open(png_out).size == (64, 48)
+
+
+def test_report_of_a_prefix_without_records_names_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match="needs a packed dataset"):
+        build_report(str(tmp_path), tmp_path / "r.html")
