@@ -15,6 +15,8 @@ it (``gate`` also uses ``report`` to upload the site; ``report`` imports none of
   accounting, class counts) computed as columns;
 * ``suites`` — the expectation plans, items 1-13 (items 6-10 on the loader benchmark's results);
 * ``gx`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts;
+  ``docs_site`` (standard library only, used by ``gx``) finishes the site: offline, a static
+  index, warn-only suites shown as warnings;
 * ``gate`` — the entry points and :func:`enforce`;
 * ``report`` — what people read: the Data Docs upload, the text table, the failed checks.
 

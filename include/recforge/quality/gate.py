@@ -62,7 +62,7 @@ def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
     docs_dir = Path(docs_dir)
     results = _validate(frames, plans, docs_dir, run_name)
     checks = _summarise(frames, plans, results, not_run, quality, num_classes)
-    out = _finish(checks, docs_dir, dataset, run_name)
+    out = _finish(checks, docs_dir, dataset, run_name, results)
     log.info("quality gate %s: %s; failed %s, warned %s", run_name,
              "passed" if out["ok"] else "FAILED", out["failed"], out["warned"])
     return out
@@ -79,7 +79,7 @@ def run_loader_checks(results: dict, quality: QualitySpec | dict | None = None, 
     gx_results = _validate(frames, plans, docs_dir, run_name)
     skip = [c.name for c in CHECKS if c.name not in LOADER_CHECKS]
     checks = _summarise(frames, plans, gx_results, not_run, quality, None, skip=skip)
-    return _finish(checks, docs_dir, dataset, run_name)
+    return _finish(checks, docs_dir, dataset, run_name, gx_results)
 
 
 def _as_quality(quality) -> QualitySpec:

@@ -11,17 +11,21 @@ lines, kept short so the result dict stays small.
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recforge.quality.docs_site import TABLE_LEVEL, SuitePage, finish_site
 from recforge.spec.quality import CHECKS, QualitySpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from recforge.quality.suites import _Planned
+
+log = logging.getLogger(__name__)
 
 SITE_NAME = "recforge"
 MAX_EVIDENCE = 5
@@ -287,7 +291,26 @@ def _summarise(frames, plans, results, not_run, quality, num_classes, skip=()) -
     return checks
 
 
-def _finish(checks: dict, docs_dir: Path, dataset: str | None, run_name: str) -> dict:
+def _suite_pages(results: dict[str, Any]) -> list[SuitePage]:
+    """Each suite's expectation results as the site needs them: (section, check, success) in
+    GX's order (GX groups a validation page by ``kwargs.column``, else table-level)."""
+    pages = []
+    for frame, res in results.items():
+        rows = []
+        for r in res.results:
+            cfg = r.expectation_config
+            section = cfg.kwargs.get("column", TABLE_LEVEL) if cfg is not None else TABLE_LEVEL
+            check = (cfg.meta or {}).get("check") if cfg is not None else None
+            rows.append((str(section), check, bool(r.success)))
+        pages.append(SuitePage(f"{SUITE_PREFIX}-{frame}", rows))
+    return pages
+
+
+def _finish(checks: dict, docs_dir: Path, dataset: str | None, run_name: str,
+            results: dict[str, Any] | None = None) -> dict:
+    """The result dict; with ``results`` (frame → GX validation result) also finish the Data
+    Docs site: offline, a static index, warn-only suites shown as warnings
+    (:func:`recforge.quality.docs_site.finish_site`)."""
     # point each check at its validation page (relative to the site root)
     for entry in checks.values():
         page = entry.get("docs_page")
@@ -295,8 +318,15 @@ def _finish(checks: dict, docs_dir: Path, dataset: str | None, run_name: str) ->
             found = sorted((docs_dir / page).rglob("*.html"))
             entry["docs_page"] = found[0].relative_to(docs_dir).as_posix() if found else None
     failed = [n for n, e in checks.items() if e["status"] == "failed"]
-    return {
+    out = {
         "ok": not failed, "dataset": dataset, "run": run_name,
         "failed": failed, "warned": [n for n, e in checks.items() if e["status"] == "warning"],
         "checks": checks, "data_docs": str(docs_dir / "index.html"),
     }
+    if results is not None:
+        try:
+            finish_site(docs_dir, checks, _suite_pages(results), dataset=dataset,
+                        run_name=run_name, result=out)
+        except Exception:  # the verdict stands; the site stays as GX built it
+            log.exception("quality: could not finish the Data Docs site in %s", docs_dir)
+    return out
