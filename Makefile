@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv demo test clean stop-demo constraints
+.PHONY: venv chromium demo test clean stop-demo constraints
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "recforge needs Python 3.11"'
@@ -22,8 +22,18 @@ demo: venv
 stop-demo:
 	-$(BIN)/recforge dev-s3 stop --state-dir .demo
 
-## make test: lint + the whole test suite (unit, S3 integration, MXNet readers, DAG e2e, Celery)
-test: venv
+## Debian's Chromium for the browser tests (Playwright drives it; `playwright install` is never used)
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	  else \
+	    echo "chromium is not installed and this is not root: the browser tests will skip" \
+	         "(sudo apt-get install chromium)"; \
+	  fi; }
+
+## make test: lint + the whole test suite (unit, S3 integration, MXNet readers, DAG e2e, Celery, browser)
+test: venv chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

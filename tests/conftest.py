@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from recforge.dev import s3server
+from tests.common.browser import artifacts, browser, page, pytest_runtest_setup  # noqa: F401
 from tests.common.receivers import smtp_server, webhook_server  # noqa: F401  (fixtures)
 
 
