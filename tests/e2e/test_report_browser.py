@@ -1,6 +1,7 @@
 """The published report and Data Docs in a real browser, opened from disk with no network.
 
-A small real dataset is built and published through the S3 server; its ``report.html`` and
+The demo's sample data (fewer images per class) is built with the demo spec and published
+through the S3 server; its ``report.html`` and
 ``quality/`` site are downloaded and opened as ``file://`` pages in headless Chromium, which
 must render every section and decode every image without making one request that is not a
 ``file:///`` or ``data:`` URL. Full-page screenshots land in the test's artefact folder.
@@ -9,17 +10,21 @@ must render every section and decode every image without making one request that
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from recforge import pipeline, storage
+from recforge.dev import sampledata
+from recforge.spec import load_spec
 from tests.common.browser import screenshot
-from tests.common.sources import make_source, make_spec
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-SECTION_IDS = ("summary", "checklist", "charts", "samples", "near-duplicates", "quarantine",
-               "diff")
+SECTION_IDS = ("summary", "checklist", "charts", "samples", "masks", "near-duplicates",
+               "quarantine", "diff")
 LOCAL = ("file:///", "data:")  # file://host/... would be a network share
 
 
@@ -28,8 +33,9 @@ def published(s3_endpoint, tmp_path_factory):
     """One published version, downloaded (report.html + quality/); returns the local folder."""
     bucket = f"rbrowser-{tmp_path_factory.mktemp('b').name[-6:].lower()}"
     storage.s3_client().create_bucket(Bucket=bucket)
-    make_source(bucket)
-    spec = make_spec(bucket, quality={"severity": {"near_duplicates": "warn"}})
+    sampledata.upload(f"s3://{bucket}/raw", per_class=8)
+    spec = load_spec(REPO / "include" / "datasets" / "demo_classification.yaml").with_overrides(
+        {"source.uri": f"s3://{bucket}/raw", "publish.uri": f"s3://{bucket}/datasets"})
     version = pipeline.build(spec, run_id="r1", workers=1)["publish"]["uri"]
     local = tmp_path_factory.mktemp("published")
     for obj in storage.list_objects(version):

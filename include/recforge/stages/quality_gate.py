@@ -31,8 +31,9 @@ def quality_gate(run: Run) -> dict:
         run.out, spec.quality, docs_uri=run.quality_docs, source_manifest=run.source_manifest,
         pack=spec.pack, task=spec.task, loader_results=bench, dataset=spec.name,
         run_name=run.run_id)
-    log.info("quality gate: %s; Data Docs: %s", "passed" if result["ok"] else "FAILED",
-             result["data_docs"])
+    log.info("quality gate: %s; Data Docs: %s (open in a browser: %s)",
+             "passed" if result["ok"] else "FAILED", result["data_docs"],
+             storage.browser_url(result["data_docs"]))
     log.info("checklist:\n%s", format_table(result))
     result.update(write_report(run))
     return enforce(result)
