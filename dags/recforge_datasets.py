@@ -51,7 +51,9 @@ def _params(spec: DatasetSpec) -> dict[str, Param]:
 
 
 def build_dag(spec: DatasetSpec):
-    dataset_asset = Asset(name=spec.dag_id, uri=f"{spec.publish.uri.rstrip('/')}/{spec.name}")
+    # named after the dataset; a training DAG scheduled on it reads the release from the event
+    dataset_asset = Asset(name=f"recforge/{spec.name}",
+                          uri=f"{spec.publish.uri.rstrip('/')}/{spec.name}")
     notify = QualityNotifier(spec.alerts, dataset=spec.name)
     s3_retries = {"retries": 3, "retry_delay": timedelta(seconds=20),
                   "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
@@ -130,14 +132,17 @@ def build_dag(spec: DatasetSpec):
             return stage(context, "quality_gate")
 
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
-        def publish(_: dict, **context) -> dict | None:
-            if context["params"].get("dry_run"):
-                print("dry run: not published; the dataset stays in the run's staging out/")
-                return None
+        def publish(_: dict, **context) -> dict:
+            if context["params"].get("dry_run"):  # skipped: no Asset event for unpublished data
+                from airflow.exceptions import AirflowSkipException
+
+                raise AirflowSkipException(
+                    "dry run: not published; the dataset stays in the run's staging out/")
             published = stage(context, "publish")
             # the Asset event says what was released (a training DAG reads it from here)
             context["outlet_events"][dataset_asset].extra = {
-                k: published[k] for k in ("version", "uri", "report") if k in published}
+                k: published[k] for k in ("version", "uri", "report", "run_id", "records")
+                if k in published}
             return published
 
         shard_ids = split(remap_labels(flatten(ingest())))

@@ -22,6 +22,16 @@ def airflow_home(tmp_path_factory):
     return tmp_path_factory.mktemp("airflow")
 
 
+def _asset_events(airflow_home: Path, name: str) -> list[dict]:
+    """The extras of every event of Asset ``name``, from the Airflow database."""
+    import sqlite3
+
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        rows = db.execute("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+                          "WHERE a.name = ? ORDER BY e.id", (name,)).fetchall()
+    return [json.loads(extra) if isinstance(extra, str) else extra for (extra,) in rows]
+
+
 def _env(airflow_home: Path, specs: Path) -> dict:
     return demo.airflow_env(REPO, {"AIRFLOW_HOME": str(airflow_home),
                                    "RECFORGE_SPECS_DIR": str(specs)})
@@ -43,6 +53,12 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
     ok, out = demo.run_dag_test("recforge__pets", env)
     assert ok, out[-4000:]
     latest = storage.read_json(f"s3://{bucket}/datasets/pets/latest.json")
+    # the Asset event carries the release: version, URI, report, records per split
+    (event,) = _asset_events(airflow_home, "recforge/pets")
+    assert event["version"] == latest["version"] and event["uri"] == latest["uri"]
+    assert event["report"] == f"{latest['uri']}/report.html"
+    assert sum(event["records"].values()) == storage.read_json(
+        f"{latest['uri']}/summary.json")["packed"]
     version = latest["uri"]
     local = tmp_path / "published"
     for obj in storage.list_objects(version):
@@ -63,6 +79,7 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
     ok, out = demo.run_dag_test("recforge__pets", env, conf={"dry_run": True, "resize": 32})
     assert ok, out[-4000:]
     assert storage.read_json(f"s3://{bucket}/datasets/pets/latest.json") == latest
+    assert len(_asset_events(airflow_home, "recforge/pets")) == 1  # a dry run emits none
 
     # A vanished class fails the run (no retries: deterministic) and publishes nothing.
     storage.delete_prefix(f"s3://{bucket}/raw/eel")

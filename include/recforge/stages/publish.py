@@ -62,7 +62,8 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
         "updated_at": datetime.now(UTC).isoformat(),
     })
     log.info("publish: %s → %s (latest.json updated)", spec.name, target)
-    out = {"version": version, "uri": target}
+    out = {"version": version, "uri": target, "run_id": run.run_id,
+           "records": storage.read_json(run.output(names.SUMMARY)).get("splits", {})}
     report = storage.join(target, names.REPORT)
     if storage.exists(report):
         out["report"] = report
