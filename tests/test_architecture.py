@@ -22,7 +22,7 @@ PACKAGE = REPO / "include" / "recforge"
 FLOORS = [
     {"errors"},
     {"spec"},
-    {"storage", "quarantine", "phash", "imaging", "format"},
+    {"storage", "quarantine", "progress", "phash", "imaging", "format"},
     {"segmentation", "im2rec"},
     {"quality", "bench", "report"},
     {"run", "releases", "alerts"},

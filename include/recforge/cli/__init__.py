@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "great_expectations"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return args.func(args)

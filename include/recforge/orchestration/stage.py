@@ -7,6 +7,7 @@ worker, sees the same spec the run was triggered with.
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
 from recforge import stages
@@ -51,6 +52,16 @@ def run_for(name: str, params: dict | None, run_id: str) -> Run:
     return Run(spec, run_id)
 
 
+# libraries whose INFO lines drown a task log (botocore's endpoint line per client, GX's
+# "Skipping registering function" per expectation): WARNING and above only
+NOISY_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "great_expectations")
+
+
+def quiet_libraries() -> None:
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _push(ti, key: str, value) -> None:
     try:
         ti.xcom_push(key=key, value=value)
@@ -69,6 +80,7 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
     the task fails, so the alert can quote them even where the callback context carries
     no exception (``dags test``).
     """
+    quiet_libraries()
     try:
         return stages.entry(task_id)(run_for(name, params, run_id), *args)
     except RecforgeFailure as exc:

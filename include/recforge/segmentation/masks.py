@@ -33,6 +33,7 @@ import numpy as np
 from recforge import quarantine, storage
 from recforge.errors import RecforgeFailure
 from recforge.imaging import ImageRejected
+from recforge.progress import Progress
 from recforge.segmentation.colormaps import (
     BUILTIN,
     ColorMap,
@@ -475,7 +476,9 @@ def convert_rows(rows: list[dict], source_uri: str, out_uri: str, converter: Mas
     report = TreeReport()
     started = time.perf_counter()
     uris = (storage.join(source_uri, r["mask_key"]) for r in rows)
+    progress = Progress(stage, len(rows), log, unit="masks")
     for row, data in zip(rows, storage.prefetch(uris, fetch_threads), strict=True):
+        progress.update()
         mkey = row["mask_key"]
         try:
             if isinstance(data, Exception):

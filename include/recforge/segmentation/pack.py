@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from recforge import phash, quarantine, storage
 from recforge.format import names, recordio
 from recforge.format.paired import PairedWriter
 from recforge.imaging import ImageRejected, PackOptions, decode, encode, resize_short_side
+from recforge.progress import Progress
 from recforge.segmentation.masks import (
     MaskConverter,
     check_same_size,
@@ -81,7 +81,7 @@ def _mask_array(pair: SegPair, converter: MaskConverter | None) -> np.ndarray:
 
 def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptions, *,
                name: str = "part", converter: MaskConverter | None = None,
-               stage: str = "pack") -> dict:
+               stage: str = "pack", total: int | None = None) -> dict:
     """Write ``workdir/<name>.rec/.idx``, ``<name>_mask.rec/.idx``, ``<name>.lst``,
     ``records.jsonl`` and ``quarantine.jsonl``. Returns ``{"packed", "quarantined"}``.
 
@@ -93,10 +93,11 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     refused, manifest = [], []
-    started = time.monotonic()
+    progress = Progress(f"{stage} {workdir.name}", total, log, unit="pairs")
     with PairedWriter(workdir, name) as writer, \
             open(workdir / names.lst(name), "w", encoding="utf-8") as lst:
-        for n, pair in enumerate(pairs, 1):
+        for pair in pairs:
+            progress.update()
             row = {"source_key": pair.name, **pair.row}
             try:
                 for part, what in ((pair.image, "image"), (pair.mask, "mask")):
@@ -136,9 +137,6 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
                 "class_pixels": {str(v): int(counts[v]) for v in np.flatnonzero(counts)},
                 "phash": phash.dhash(img),
             })
-            if n % 200 == 0:
-                log.info("packed %d pairs (%.1f pairs/s)", n,
-                         n / max(time.monotonic() - started, 1e-9))
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)
     (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
     return {"packed": len(manifest), "quarantined": len(refused)}
@@ -164,4 +162,5 @@ def pack_pair_rows(rows: list[dict], image_base_uri: str, workdir: str | Path,
             image, mask = next(fetched), next(fetched)
             yield SegPair(r["record_key"], r.get("name", r["source_key"]), image, mask, r)
 
-    return pack_pairs(pairs(), workdir, opts, name=name, converter=converter, stage=stage)
+    return pack_pairs(pairs(), workdir, opts, name=name, converter=converter, stage=stage,
+                      total=len(rows))

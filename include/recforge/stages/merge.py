@@ -21,6 +21,7 @@ from recforge import quarantine, storage
 from recforge.errors import ReconciliationError
 from recforge.format import names, recordio
 from recforge.format.names import SPLITS
+from recforge.progress import Progress
 from recforge.run import Run
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ def merge(run: Run) -> dict:
     for stage in ("ingest", "flatten"):
         entries += quarantine.loads(storage.get_bytes(run.stage_quarantine(stage)))
     per_split: dict[str, int] = {}
+    progress = Progress("merge", len(shard_ids), log, unit="shards")
     with tempfile.TemporaryDirectory(prefix="recforge-merge-") as tmp:
         tmp = Path(tmp)
         out = tmp / "out"
@@ -97,6 +99,7 @@ def merge(run: Run) -> dict:
             dirs = []
             for sid in mine:
                 _download_shard(run, sid, tmp / sid)
+                progress.update()
                 entries += quarantine.loads((tmp / sid / names.QUARANTINE).read_bytes())
                 dirs.append(tmp / sid)
             records = merge_split(dirs, out, split)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
-import time
 from pathlib import Path
 
 from recforge import phash, quarantine, storage
 from recforge.format import names, recordio
 from recforge.imaging import ImageRejected, PackOptions, process
+from recforge.progress import Progress
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
 from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
@@ -33,13 +33,14 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
     """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output."""
     refused: list[QuarantineEntry] = []
     manifest: list[dict] = []
-    started = time.monotonic()
+    progress = Progress(f"{stage} {workdir.name}", len(rows), log)
     part = names.SHARD_PART
     uris = (storage.join(source_uri, r["source_key"]) for r in rows)
     with recordio.RecordWriter(workdir / names.rec(part), workdir / names.idx(part)) as writer, \
             open(workdir / names.lst(part), "w", encoding="utf-8") as lst:
         fetched = storage.prefetch(uris, fetch_threads)
-        for n, (row, data) in enumerate(zip(rows, fetched, strict=True), 1):
+        for row, data in zip(rows, fetched, strict=True):
+            progress.update()
             key = row["source_key"]
             try:
                 if isinstance(data, Exception):
@@ -60,9 +61,6 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                 "source_sha256": hashlib.sha256(data).hexdigest(), "decode_status": "ok",
                 "phash": phash.dhash_encoded(img.data),
             })
-            if n % 200 == 0:
-                rate = n / max(time.monotonic() - started, 1e-9)
-                log.info("packed %d/%d images (%.0f img/s)", n, len(rows), rate)
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)
     (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
     return {"packed": len(manifest), "quarantined": len(refused)}
@@ -87,6 +85,6 @@ def pack(run: Run, shard_id: str) -> dict:
             counts = pack_items(rows, spec.source.uri, PackOptions.from_spec(spec.pack), work)
         for name in names.shard_files(masks=segmentation):
             storage.upload(work / name, run.shard_output(shard_id, name))
-    log.info("shard %s: packed %d, quarantined %d", shard_id, counts["packed"],
-             counts["quarantined"])
+    log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
+             counts["quarantined"], len(rows))
     return {"shard": shard_id, **counts}
