@@ -20,9 +20,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import Asset, Param, dag, task
+from airflow.sdk import Asset, Param, dag, get_current_context, task
 
 from recforge.orchestration import pools
+from recforge.orchestration.docs import dag_doc
 from recforge.orchestration.notifier import QualityNotifier
 from recforge.spec import DatasetSpec, load_all_specs
 
@@ -67,7 +68,7 @@ def build_dag(spec: DatasetSpec):
         max_active_runs=1,
         default_args={"owner": spec.owner, "on_failure_callback": notify, **s3_retries},
         tags=["recforge", spec.task, *spec.tags],
-        doc_md=__doc__,
+        doc_md=dag_doc(spec, __doc__),
         params=_params(spec),
     )
     def dataset_dag():
@@ -77,7 +78,9 @@ def build_dag(spec: DatasetSpec):
             return run_stage(spec.name, context["params"], context["run_id"], task_id, *args,
                              ti=context["ti"])
 
+        # mapped tasks show their shard id in the UI instead of 0..N-1
         per_shard = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": 16,
+                     "map_index_template": "{{ shard_id }}",
                      "execution_timeout": timedelta(seconds=max(600, 3 * spec.pack.shard_size))}
 
         @task(execution_timeout=timedelta(minutes=30))
@@ -102,11 +105,13 @@ def build_dag(spec: DatasetSpec):
         @task(**per_shard)
         def convert_masks(shard_id: str, **context) -> str:
             """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
+            get_current_context()["shard_id"] = shard_id  # for map_index_template
             stage(context, "convert_masks", shard_id)
             return shard_id
 
         @task(**per_shard)
         def pack(shard_id: str, **context) -> dict:
+            get_current_context()["shard_id"] = shard_id  # for map_index_template
             return stage(context, "pack", shard_id)
 
         @task(execution_timeout=timedelta(hours=2))

@@ -25,7 +25,7 @@ for dag_id, dag in bag.dags.items():
     out["dags"][dag_id] = {
         "tags": sorted(dag.tags), "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs, "schedule": str(dag.timetable.summary),
-        "doc_md": bool(dag.doc_md), "params": sorted(dag.params.keys()),
+        "doc_md": dag.doc_md or "", "params": sorted(dag.params.keys()),
         "kind": next(t for t in dag.tags if t in ("classification", "segmentation")),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "downstream": sorted(t.downstream_task_ids),
@@ -126,7 +126,7 @@ def test_parse_time_loads_only_the_spec_and_the_airflow_edge(both_kinds):
     dag_file = ast.parse((REPO / "dags" / "recforge_datasets.py").read_text())
     imported = {n.module for n in ast.walk(dag_file) if isinstance(n, ast.ImportFrom)
                 and n.module and n.module.startswith("recforge")}
-    assert imported <= {"recforge.spec", "recforge.orchestration",
+    assert imported <= {"recforge.spec", "recforge.orchestration", "recforge.orchestration.docs",
                         "recforge.orchestration.pools", "recforge.orchestration.notifier",
                         "recforge.orchestration.stage"}, imported
 
@@ -142,3 +142,13 @@ def test_tasks_are_the_stage_table_in_order(both_kinds):
         for a, b in zip(chain, chain[1:], strict=False):
             assert dag["tasks"][a]["downstream"] == [b], (dag_id, a, b)
     assert kinds == {"classification", "segmentation"}
+
+
+def test_each_dag_documents_its_dataset(both_kinds):
+    demo = both_kinds["dags"]["recforge__demo_classification"]["doc_md"]
+    city = both_kinds["dags"]["recforge__city"]["doc_md"]
+    assert "`s3://recforge-demo/raw/demo_classification`" in demo
+    assert "s3://recforge-demo/datasets/demo_classification/<version>/report.html" in demo
+    assert "`0 2 * * *` (UTC)" in demo and "near_duplicates warn" in demo
+    assert "`s3://b/raw/city`" in city and "colour map `cityscapes`" in city
+    assert demo != city and "### recforge dataset DAGs" in demo  # then the shared pipeline

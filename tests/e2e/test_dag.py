@@ -32,6 +32,23 @@ def _asset_events(airflow_home: Path, name: str) -> list[dict]:
     return [json.loads(extra) if isinstance(extra, str) else extra for (extra,) in rows]
 
 
+def _map_indexes(airflow_home: Path, task_id: str) -> list[str]:
+    """The rendered map indexes of the first run's mapped ``task_id``."""
+    import sqlite3
+
+    with sqlite3.connect(airflow_home / "airflow.db") as db:
+        run = db.execute("SELECT run_id FROM dag_run ORDER BY id LIMIT 1").fetchone()[0]
+        rows = db.execute("SELECT rendered_map_index FROM task_instance WHERE task_id = ? "
+                          "AND run_id = ?", (task_id, run)).fetchall()
+    return sorted(r for (r,) in rows)
+
+
+def _staging(bucket: str) -> str:
+    """The first run's staging prefix (the only run id under recforge__pets)."""
+    root = f"s3://{bucket}/datasets/_staging/recforge__pets"
+    return f"{root}/{next(storage.list_objects(root)).key.split('/')[0]}"
+
+
 def _env(airflow_home: Path, specs: Path) -> dict:
     return demo.airflow_env(REPO, {"AIRFLOW_HOME": str(airflow_home),
                                    "RECFORGE_SPECS_DIR": str(specs)})
@@ -59,6 +76,9 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
     assert event["report"] == f"{latest['uri']}/report.html"
     assert sum(event["records"].values()) == storage.read_json(
         f"{latest['uri']}/summary.json")["packed"]
+    # mapped tasks are shown by shard id
+    assert _map_indexes(airflow_home, "pack") == sorted(
+        storage.read_json(f"{_staging(bucket)}/split/shards.json")["shards"])
     version = latest["uri"]
     local = tmp_path / "published"
     for obj in storage.list_objects(version):

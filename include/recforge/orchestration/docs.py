@@ -1,0 +1,43 @@
+"""The per-dataset ``doc_md`` a DAG shows in the Airflow UI: what this DAG builds, from where,
+to where, when, and against which checklist — from the spec alone (parse time: no I/O)."""
+
+from __future__ import annotations
+
+from recforge.spec import DatasetSpec
+from recforge.spec.quality import CHECKS
+
+
+def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
+    """Markdown: the dataset's facts, then the pipeline description shared by every DAG."""
+    root = f"{spec.publish.uri.rstrip('/')}/{spec.name}"
+    if spec.task == "segmentation":
+        seg = spec.segmentation
+        labels = (f"segmentation; classes from the label definition "
+                  f"(colour map `{seg.colormap}`" + (", id map" if seg.id_map else "")
+                  + f", target `{seg.target}`, ignore {seg.ignore_index})")
+    else:
+        labels = ("classification; one class per first-level folder under the source; "
+                  "published ids never change, new classes are appended")
+    q = spec.quality
+    severities = ", ".join(f"{c.name} {q.severity_of(c.name)}" for c in CHECKS
+                           if q.severity_of(c.name) != c.default) or "defaults"
+    rows = [
+        ("Source", f"`{spec.source.uri}`"),
+        ("Publishes to", f"`{root}/<version>/`, `latest.json` last; Asset `recforge/{spec.name}`"),
+        ("Report", f"`{root}/<version>/report.html` (and in the run's staging `out/`)"),
+        ("Schedule", f"`{spec.schedule}` (UTC)" if spec.schedule else "manual runs only"),
+        ("Labels", labels),
+        ("Splits", f"val {spec.splits.val_ratio}, test {spec.splits.test_ratio}, "
+                   f"seed {spec.splits.seed} (by a hash of the source key)"),
+        ("Packing", f"short side {spec.pack.resize or 'kept'} px, {spec.pack.encoding} quality "
+                    f"{spec.pack.quality}, {spec.pack.shard_size} images per pack task"),
+        ("Checklist", f"class balance ≥ {q.class_balance_min_ratio}, near-duplicates within "
+                      f"{q.near_duplicate_hamming} bits, decode sample {q.decode_sample}; "
+                      f"severities: {severities}"),
+        ("Alerts", f"{len(spec.alerts.emails)} email recipient(s)"
+                   + (", a webhook" if spec.alerts.webhook_url else "")),
+    ]
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    head = f"## {spec.name}\n\n{spec.description}\n\n" if spec.description else \
+        f"## {spec.name}\n\n"
+    return f"{head}| | |\n|---|---|\n{table}\n\n{pipeline_doc.strip()}\n"
