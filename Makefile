@@ -16,8 +16,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproj
 venv: $(VENV)/.installed
 
 ## make demo: local S3 server + sample data + the real DAG via `airflow dags test`
+## (another port for the local S3 server: make demo PORT=9100)
+PORT ?= 9000
 demo: venv
-	$(BIN)/recforge demo
+	$(BIN)/recforge demo --port $(PORT)
 
 stop-demo:
 	-$(BIN)/recforge dev-s3 stop --state-dir .demo

@@ -23,12 +23,22 @@ COMMAND_MODULES = [
 ]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("recforge")
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "unknown"
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recforge",
         description="Forge, check, benchmark and publish MXNet RecordIO datasets.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"recforge {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -56,25 +56,33 @@ def _cmd(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmark the MXNet loader on a packed split")
     p.add_argument("prefix", help="s3://bucket/prefix or a local folder with <split>.rec/.idx")
-    p.add_argument("--split", default="train")
+    p.add_argument("--split", default="train", help="which <split>.rec/.idx (default train)")
     p.add_argument("--loader", choices=["image_record_iter", "segmentation"],
-                   default="image_record_iter")
-    p.add_argument("--batch-size", type=int, default=64)
+                   default="image_record_iter", help="mx.io.ImageRecordIter (classification) or "
+                   "the segmentation DataLoader (default image_record_iter)")
+    p.add_argument("--batch-size", type=int, default=64, help="images per batch (default 64)")
     p.add_argument("--data-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
-    p.add_argument("--no-rand-crop", dest="rand_crop", action="store_false")
-    p.add_argument("--no-rand-mirror", dest="rand_mirror", action="store_false")
+    p.add_argument("--no-rand-crop", dest="rand_crop", action="store_false",
+                   help="centre crop instead of random crops")
+    p.add_argument("--no-rand-mirror", dest="rand_mirror", action="store_false",
+                   help="no random horizontal flips")
     p.add_argument("--resize", type=int, default=-1, help="ImageRecordIter resize (short side)")
-    p.add_argument("--max-crop-size", type=int, default=-1)
-    p.add_argument("--min-crop-size", type=int, default=-1)
+    p.add_argument("--max-crop-size", type=int, default=-1,
+                   help="ImageRecordIter max_crop_size (-1: off)")
+    p.add_argument("--min-crop-size", type=int, default=-1,
+                   help="ImageRecordIter min_crop_size (-1: off)")
     p.add_argument("--threads", type=int, default=4,
                    help="preprocess_threads you train with (default 4)")
     p.add_argument("--grid", default="1,2,4,8", help="preprocess_threads to sweep ('' = none)")
-    p.add_argument("--prefetch-buffer", type=int, default=4)
+    p.add_argument("--prefetch-buffer", type=int, default=4,
+                   help="batches MXNet prepares ahead (default 4, at most 16)")
     p.add_argument("--warmup", type=int, default=5, help="batches before timing")
     p.add_argument("--batches", type=int, default=50, help="batches in the timed window")
-    p.add_argument("--decode-records", type=int, default=500)
-    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
-    p.add_argument("--gpu-id", type=int, default=0)
+    p.add_argument("--decode-records", type=int, default=500,
+                   help="records for the bare-decode reference rate (default 500)")
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="auto: the GPU if MXNet sees one, else CPU (stated in the result)")
+    p.add_argument("--gpu-id", type=int, default=0, help="which GPU (default 0)")
     p.add_argument("--min-images-per-sec", type=float, help="floor: exit 1 below it")
     p.add_argument("--max-p99-ms", type=float, help="floor: exit 1 above it")
     p.add_argument("--require-gpu", action="store_true", help="floor: exit 1 on a CPU run")

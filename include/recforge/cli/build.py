@@ -63,5 +63,5 @@ def register(sub) -> None:
     p.add_argument("prefix", help="s3://bucket/prefix or a local folder with <split>.rec/.idx")
     p.add_argument("--num-classes", type=int, help="labels must be in [0, N) (default: "
                    "classes.json next to the files)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_validate)

@@ -75,7 +75,8 @@ def register(sub) -> None:
                    "the totals in summary.json)")
     p.add_argument("--loader-results", help="the loader benchmark's bench.json (items 6-10; "
                    "default: bench.json under PREFIX)")
-    p.add_argument("--task", choices=["classification", "segmentation"])
+    p.add_argument("--task", choices=["classification", "segmentation"],
+                   help="the dataset's task (default: from the spec or manifest)")
     p.add_argument("--docs", help="folder for the Data Docs site (default: a temp folder)")
     p.add_argument("--upload-docs", help="also copy the Data Docs site to this URI")
     p.add_argument("--run-name", default="cli", help="name of this validation run in Data Docs")

@@ -40,15 +40,18 @@ def _sample_data(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("dev-s3", help="start/stop the local S3-compatible dev server")
-    p.add_argument("action", choices=["start", "stop", "status"])
-    p.add_argument("--port", type=int, default=9000)
-    p.add_argument("--state-dir", default=".demo")
+    p.add_argument("action", choices=["start", "stop", "status"],
+                   help="start it detached, stop it, or print its pid")
+    p.add_argument("--port", type=int, default=9000, help="loopback port (default 9000)")
+    p.add_argument("--state-dir", default=".demo",
+                   help="where its pid, port and data live (default .demo)")
     p.set_defaults(func=_dev_s3)
 
     p = sub.add_parser("sample-data", help="write the generated sample dataset to a URI")
     p.add_argument("uri", help="s3://bucket/prefix or a local folder")
-    p.add_argument("--per-class", type=int, default=40)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-class", type=int, default=40,
+                   help="photos per class (default 40; 14 classes)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the variants")
     p.set_defaults(func=_sample_data)
 
     p = sub.add_parser("demo", help="run the embedded default end to end through the real DAG")

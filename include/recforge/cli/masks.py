@@ -75,8 +75,8 @@ def register(sub) -> None:
                    help="PNG compression level (lossless at every level; default 1)")
     c.add_argument("--workers", type=int, default=1, help="processes (default 1)")
     c.add_argument("--report", help="also write a JSON report (counts, classes) here")
-    c.add_argument("src")
-    c.add_argument("dst")
+    c.add_argument("src", help="folder of masks (searched recursively with --pattern)")
+    c.add_argument("dst", help="folder for the class-id PNGs (same relative names)")
     c.set_defaults(func=_convert_cli)
 
     s = msub.add_parser("colormap", help="print a colour map, its classes and collisions")
