@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -39,3 +40,40 @@ def test_help_loads_no_engine():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_missing_spec_file_names_it(tmp_path, capsys):
+    assert main(["build", str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"dataset spec {tmp_path / 'nope.yaml'} does not exist" in err
+
+
+def test_missing_bucket_names_the_bucket_and_the_field(s3_endpoint, capsys):
+    assert main(["validate", "s3://no-such-bucket-here/datasets/x/v1"]) == 2
+    err = capsys.readouterr().err
+    assert "bucket 'no-such-bucket-here' does not exist" in err and "publish.uri" in err
+
+
+def _cli(tmp_path, *args, **env):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    clean.update(HOME=str(tmp_path), AWS_CONFIG_FILE=str(tmp_path / "none"),
+                 AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+                 AWS_EC2_METADATA_DISABLED="true", **env)
+    return subprocess.run([sys.executable, "-m", "recforge.cli", *args], env=clean,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_no_credentials_says_how_to_get_them(tmp_path, s3_endpoint):
+    proc = _cli(tmp_path, "validate", "s3://b/x", AWS_ENDPOINT_URL=s3_endpoint)
+    assert proc.returncode == 2 and "no S3 credentials" in proc.stderr
+    assert "recforge dev-s3 start" in proc.stderr
+
+
+def test_unreachable_endpoint_names_it_and_the_variable(tmp_path):
+    from recforge.dev import s3server
+
+    dead = f"http://127.0.0.1:{s3server.free_port()}"
+    proc = _cli(tmp_path, "validate", "s3://b/x", AWS_ENDPOINT_URL=dead,
+                **s3server.DEV_CREDENTIALS)
+    assert proc.returncode == 2, proc.stderr
+    assert f"cannot reach {dead}" in proc.stderr and "AWS_ENDPOINT_URL" in proc.stderr

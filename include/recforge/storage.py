@@ -273,3 +273,33 @@ def browser_url(uri: str, expires_s: int = 7 * 24 * 3600) -> str:
         return s3_client().generate_presigned_url(
             "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_s)
     return local_path(uri).resolve().as_uri()
+
+
+def explain(exc: BaseException) -> str | None:
+    """A message naming the object and the fix for the S3 errors people hit first (no
+    credentials, an endpoint that does not answer, a bucket that does not exist, access
+    denied); None for anything else."""
+    name = type(exc).__name__
+    if name in ("NoCredentialsError", "PartialCredentialsError"):
+        return ("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                "AWS_PROFILE); for the local dev server, `recforge dev-s3 start` prints the "
+                "variables to export")
+    if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError"):
+        endpoint = getattr(exc, "kwargs", {}).get("endpoint_url", "the S3 endpoint")
+        return (f"cannot reach {endpoint}: is the server running, and is AWS_ENDPOINT_URL "
+                f"(now {os.environ.get('AWS_ENDPOINT_URL') or 'unset: AWS'}) right? "
+                "`recforge dev-s3 start` starts the local one")
+    error = getattr(exc, "response", None)
+    if isinstance(error, dict):
+        info = error.get("Error", {})
+        code = str(info.get("Code"))
+        if code == "NoSuchBucket":
+            bucket = info.get("BucketName") or "the bucket"
+            return (f"bucket {bucket!r} does not exist at "
+                    f"{os.environ.get('AWS_ENDPOINT_URL') or 'AWS'}: create it, or fix the "
+                    "URI (the spec's source.uri / publish.uri / staging_uri, or --source / "
+                    "--publish)")
+        if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            return (f"S3 refused the request ({code}): check the credentials and that they "
+                    "may read the source and write the publish and staging prefixes")
+    return None

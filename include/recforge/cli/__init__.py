@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # one clear line for expected failures; traceback with -v
         if args.verbose:
             raise
-        print(f"recforge {args.command}: error: {exc}", file=sys.stderr)
+        from recforge import storage
+
+        print(f"recforge {args.command}: error: {storage.explain(exc) or exc}", file=sys.stderr)
         return 2
 

@@ -19,6 +19,8 @@ def _dev_s3(args) -> int:
         endpoint, started = s3server.start_detached(state, args.port)
         print(f"local S3 server: {endpoint}{'' if started else ' (already running)'}")
         print(f"  use it:  export AWS_ENDPOINT_URL={endpoint}")
+        for name, value in s3server.DEV_CREDENTIALS.items():  # dev-only placeholders
+            print(f"           export {name}={value}")
         print(f"  stop it: recforge dev-s3 stop --state-dir {state}")
     elif args.action == "stop":
         print("stopped" if s3server.stop_detached(state) else "not running")

@@ -123,9 +123,15 @@ def _evidence_line(frame: str, df: pd.DataFrame, what: str, result) -> str:
         return f"{what}: error {result.exception_info.get('exception_message')}"[:MAX_TEXT]
     rows = r.get("partial_unexpected_index_list") or []
     if rows:
-        shown = ", ".join(_row_label(frame, df, i) for i in rows[:MAX_EVIDENCE])
         n = r.get("unexpected_count", len(rows))
-        return f"{what}: {n} of {r.get('element_count')} unexpected, e.g. {shown}"[:MAX_TEXT]
+        head = f"{what}: {n} of {r.get('element_count')} unexpected, e.g. "
+        shown: list[str] = []
+        for label in (_row_label(frame, df, i) for i in rows[:MAX_EVIDENCE]):
+            if shown and len(head) + len(", ".join([*shown, label])) + 5 > MAX_TEXT:
+                break  # whole items only: never cut one in the middle
+            shown.append(label)
+        more = ", …" if len(shown) < min(len(rows), MAX_EVIDENCE) or n > len(shown) else ""
+        return (head + ", ".join(shown) + more)[:MAX_TEXT]
     if "observed_value" in r:
         return f"{what}: observed {r['observed_value']}"[:MAX_TEXT]
     vals = r.get("partial_unexpected_list") or []

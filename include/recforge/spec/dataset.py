@@ -250,6 +250,9 @@ def load_spec(path: str | Path) -> DatasetSpec:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"dataset spec {path} does not exist; give the path of a spec YAML "
+                        f"(the specs are in {specs_dir()})") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"invalid dataset spec {path}: not valid YAML: {exc}") from None
     return parse_spec(data, origin=str(path))
