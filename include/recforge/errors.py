@@ -27,6 +27,10 @@ class SourceEmpty(RecforgeFailure):
     """The source holds nothing to pack (no objects, or no usable image/mask pair)."""
 
 
+class PlanTooLarge(RecforgeFailure):
+    """The dataset cannot be planned into as many shards as the deployment can map."""
+
+
 class LabelMapError(RecforgeFailure):
     """The class set changed in a way that would silently change label ids."""
 

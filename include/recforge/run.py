@@ -40,6 +40,7 @@ def new_version(now: datetime | None = None) -> str:
 class Run:
     spec: DatasetSpec
     run_id: str
+    max_shards: int | None = None  # how many pack tasks the orchestrator can map (None: any)
 
     @property
     def staging(self) -> str:

@@ -66,6 +66,8 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
         "pack": {"resize": 40, "shard_size": 10}, "bench": SMALL_BENCH,
     }))
     env = _env(airflow_home, specs)
+    # a deployment that maps at most 3 tasks: the plan grows shards instead of failing
+    env["AIRFLOW__CORE__MAX_MAP_LENGTH"] = "3"
 
     ok, out = demo.run_dag_test("recforge__pets", env)
     assert ok, out[-4000:]
@@ -76,7 +78,8 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
     assert event["report"] == f"{latest['uri']}/report.html"
     assert sum(event["records"].values()) == storage.read_json(
         f"{latest['uri']}/summary.json")["packed"]
-    # mapped tasks are shown by shard id
+    # mapped tasks are shown by shard id; no more of them than the deployment can map
+    assert len(_map_indexes(airflow_home, "pack")) <= 3
     assert _map_indexes(airflow_home, "pack") == sorted(
         storage.read_json(f"{_staging(bucket)}/split/shards.json")["shards"])
     version = latest["uri"]

@@ -29,6 +29,7 @@ FAILURES = [
     errors.SpecError("invalid dataset spec x.yaml: - pack.quality: too high"),
     errors.SourceEmpty("ingest: no objects under s3://b/raw"),
     errors.LabelMapError("classes ['cat'] vanished"),
+    errors.PlanTooLarge("2 non-empty splits need at least 2 pack tasks"),
     errors.ReconciliationError("counts do not reconcile"),
     errors.ValidationFailed("structural validation failed"),
     errors.VersionExistsError("v1 was already published"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recforge.errors import LabelMapError, ReconciliationError
+from recforge.errors import LabelMapError, PlanTooLarge, ReconciliationError
 from recforge.format.names import lst_line
 from recforge.stages import flatten, remap_labels, split
 from recforge.stages.ingest import classify_object, unsafe_key_reason
@@ -98,3 +98,28 @@ def test_reconcile_exact():
         reconcile(["a", "b", "c"], ["a"], ["b"])
     with pytest.raises(ReconciliationError, match=r"1 counted twice \['a'\]"):
         reconcile(["a", "b"], ["a", "b"], ["a"])
+
+
+@pytest.mark.parametrize("total", [1_280_000, 10_000_000])
+def test_imagenet_scale_plans_fit_airflows_map_limit(total):
+    counts = {"train": int(total * 0.9), "val": total - int(total * 0.9), "test": 0}
+    size = split.shard_size_within(counts, 500, 1024)
+    shards = sum(-(-n // size) for n in counts.values() if n)
+    assert shards <= 1024 and size >= 500
+    assert sum(-(-n // (size - 1)) for n in counts.values() if n) > 1024  # the smallest such
+
+
+def test_plan_grows_shards_but_keeps_record_keys():
+    items = [{"source_key": f"c{i % 3}/{i}.jpg", "class_name": f"c{i % 3}"} for i in range(90)]
+    ids = {"c0": 0, "c1": 1, "c2": 2}
+    free = split.plan([dict(i) for i in items], ids, 0.2, 0.0, 0, shard_size=10)
+    capped = split.plan([dict(i) for i in items], ids, 0.2, 0.0, 0, shard_size=10, max_shards=3)
+    assert len(free) > 3 and len(capped) == 3
+    keys = lambda plan: sorted((r["split"], r["record_key"], r["source_key"])  # noqa: E731
+                               for rows in plan.values() for r in rows)
+    assert keys(free) == keys(capped)
+
+
+def test_a_plan_that_cannot_fit_fails_naming_the_limit():
+    with pytest.raises(PlanTooLarge, match="at most 1 .*max_map_length.*MAX_MAP_LENGTH"):
+        split.shard_size_within({"train": 10, "val": 5, "test": 0}, 500, 1)

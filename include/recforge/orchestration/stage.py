@@ -44,12 +44,19 @@ def overrides_from_params(params: dict | None) -> dict:
             if params.get(p) not in (None, "")}
 
 
+def max_map_length() -> int:
+    """Airflow's ``[core] max_map_length``: the most tasks one mapped task can expand to."""
+    from airflow.configuration import conf
+
+    return conf.getint("core", "max_map_length", fallback=1024)
+
+
 def run_for(name: str, params: dict | None, run_id: str) -> Run:
     spec = spec_by_name(name)
     overrides = overrides_from_params(params)
     if overrides:
         spec = spec.with_overrides(overrides)
-    return Run(spec, run_id)
+    return Run(spec, run_id, max_shards=max_map_length())
 
 
 # libraries whose INFO lines drown a task log (botocore's endpoint line per client, GX's

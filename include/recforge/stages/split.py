@@ -13,6 +13,7 @@ import hashlib
 import logging
 
 from recforge import storage
+from recforge.errors import PlanTooLarge
 from recforge.format.names import SPLITS
 from recforge.run import Run
 
@@ -38,9 +39,34 @@ def shard_id(split: str, n: int) -> str:
     return f"{split}-{n:05d}"
 
 
+def shard_size_within(counts: dict[str, int], shard_size: int, max_shards: int | None) -> int:
+    """The smallest shard size >= ``shard_size`` that plans ``counts`` (records per split)
+    into at most ``max_shards`` shards in all (Airflow maps at most ``max_map_length`` tasks).
+
+    Only shard boundaries move: record keys and order are fixed before sharding, so the
+    merged splits are the same bytes whatever the shard size."""
+    def shards(size: int) -> int:
+        return sum(-(-n // size) for n in counts.values() if n)
+
+    splits = sum(1 for n in counts.values() if n)
+    if max_shards is None or shards(shard_size) <= max_shards:
+        return shard_size
+    if max_shards < splits:
+        raise PlanTooLarge(
+            f"{splits} non-empty splits need at least {splits} pack tasks, but this "
+            f"deployment maps at most {max_shards} ([core] max_map_length); raise "
+            "AIRFLOW__CORE__MAX_MAP_LENGTH")
+    lo, hi = shard_size, max(counts.values())  # shards(hi) == splits <= max_shards
+    while lo < hi:  # shards(size) never grows with size: the smallest size that fits
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if shards(mid) <= max_shards else (mid + 1, hi)
+    return lo
+
+
 def plan(items: list[dict], ids: dict[str, int], val_ratio: float, test_ratio: float,
-         seed: int, shard_size: int) -> dict[str, list[dict]]:
-    """shard id → planned records (with split, label, record key), in record-key order."""
+         seed: int, shard_size: int, max_shards: int | None = None) -> dict[str, list[dict]]:
+    """shard id → planned records (with split, label, record key), in record-key order; at
+    most ``max_shards`` shards (shards grow past ``shard_size`` when needed)."""
     by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     for item in items:
         split = assign_split(item["source_key"], val_ratio, test_ratio, seed)
@@ -48,6 +74,8 @@ def plan(items: list[dict], ids: dict[str, int], val_ratio: float, test_ratio: f
         label = ids[item["class_name"]] if item.get("class_name") else 0
         by_split[split].append({**item, "split": split, "label": label})
     shards: dict[str, list[dict]] = {}
+    shard_size = shard_size_within({s: len(r) for s, r in by_split.items()}, shard_size,
+                                   max_shards)
     for split, rows in by_split.items():
         rows.sort(key=lambda r: (unit_hash(r["source_key"], seed, "order"), r["source_key"]))
         for i, row in enumerate(rows):
@@ -64,7 +92,7 @@ def split(run: Run) -> dict:
     items = storage.read_jsonl(run.items)
     ids = storage.read_json(run.classes)["ids"]
     shards = plan(items, ids, spec.splits.val_ratio, spec.splits.test_ratio, spec.splits.seed,
-                  spec.pack.shard_size)
+                  spec.pack.shard_size, run.max_shards)
     for sid, rows in shards.items():
         storage.write_jsonl(run.shard_plan(sid), rows)
     counts = {s: sum(len(r) for k, r in shards.items() if k.startswith(s + "-")) for s in SPLITS}
