@@ -79,7 +79,7 @@ def build_dag(spec: DatasetSpec):
                              ti=context["ti"])
 
         # mapped tasks show their shard id in the UI instead of 0..N-1
-        per_shard = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": 16,
+        per_shard = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
                      "map_index_template": "{{ shard_id }}",
                      "execution_timeout": timedelta(seconds=max(600, 3 * spec.pack.shard_size))}
 

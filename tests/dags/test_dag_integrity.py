@@ -28,6 +28,7 @@ for dag_id, dag in bag.dags.items():
         "doc_md": dag.doc_md or "", "params": sorted(dag.params.keys()),
         "kind": next(t for t in dag.tags if t in ("classification", "segmentation")),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
+                              "pool": t.pool, "per_run": t.max_active_tis_per_dagrun,
                               "downstream": sorted(t.downstream_task_ids),
                               "on_success": bool(t.on_success_callback),
                               "on_failure": bool(t.on_failure_callback),
@@ -152,3 +153,15 @@ def test_each_dag_documents_its_dataset(both_kinds):
     assert "`0 2 * * *` (UTC)" in demo and "near_duplicates warn" in demo
     assert "`s3://b/raw/city`" in city and "colour map `cityscapes`" in city
     assert demo != city and "### recforge dataset DAGs" in demo  # then the shared pipeline
+
+
+def test_pack_pool_and_per_run_cap_agree(both_kinds):
+    from recforge.orchestration import pools
+
+    compose = (REPO / "docker-compose.yaml").read_text()
+    assert f"RECFORGE_PACK_POOL_SLOTS:-{pools.PACK.slots}}}" in compose
+    for dag in both_kinds["dags"].values():
+        for task_id in ("pack", "convert_masks"):
+            if task_id in dag["tasks"]:
+                t = dag["tasks"][task_id]
+                assert (t["pool"], t["per_run"]) == (pools.PACK.name, pools.PACK.slots)

@@ -17,7 +17,7 @@ class Pool:
     description: str
 
 
-PACK = Pool("recforge_pack", 8, "recforge pack shards")
+PACK = Pool("recforge_pack", 16, "recforge pack shards")  # = pack tasks one run may run at once
 GPU_BENCH = Pool("recforge_gpu_bench", 1, "recforge loader benchmarks on GPU workers")
 POOLS = (PACK, GPU_BENCH)
 
