@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 from concurrent.futures import ProcessPoolExecutor
 
 from recforge import stages
@@ -21,7 +22,14 @@ log = logging.getLogger(__name__)
 def _shard_stages(args: tuple[DatasetSpec, str, tuple[str, ...], str]) -> dict:
     spec, run_id, task_ids, shard = args
     run = Run(spec, run_id)
-    return {t: stages.entry(t)(run, shard) for t in task_ids}
+    try:
+        return {t: stages.entry(t)(run, shard) for t in task_ids}
+    except Exception as exc:  # it must cross the process boundary: botocore's errors hold
+        try:                  # an unpicklable stream, which would hide the real error
+            pickle.dumps(exc)
+        except Exception:
+            raise RuntimeError(f"shard {shard}: {type(exc).__name__}: {exc}") from None
+        raise
 
 
 def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = None,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from recforge import storage
+
 # reason → the fix we suggest to the user
 FIXES = {
     "hidden_file": "hidden files (name starts with '.') are never packed; delete or rename it",
@@ -58,10 +60,14 @@ def fetch_reason(exc: Exception) -> tuple[str, str]:
     """The one rule for an object that could not be fetched: ``(reason, detail)``.
 
     ``missing`` when the object is gone (a local ``FileNotFoundError`` or S3's ``NoSuchKey`` /
-    404, however botocore words it), else ``read_error``. Every stage that fetches source
-    objects (mask conversion, pack, for classification and segmentation) uses this, so the
-    same vanished object gets the same reason everywhere.
+    404, however botocore words it), else ``read_error`` (e.g. access denied on the object).
+    A transient error (network, 5xx, throttling: ``storage.is_transient``) is re-raised, never
+    turned into a reason: a network blip must fail the task (Airflow retries it), not shrink
+    the dataset. Every stage that fetches source objects (mask conversion, pack, for
+    classification and segmentation) uses this, so the same object gets the same fate.
     """
+    if storage.is_transient(exc):
+        raise exc
     code = getattr(exc, "response", {}).get("Error", {}).get("Code") \
         if isinstance(getattr(exc, "response", None), dict) else None
     missing = isinstance(exc, FileNotFoundError) or str(code) in MISSING_CODES

@@ -98,10 +98,47 @@ def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
                          f"{int(st.st_mtime_ns)}-{st.st_size}")
 
 
+TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+                             "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable",
+                             "503", "500", "502", "504"})
+TRANSIENT_TYPES = frozenset({"ResponseStreamingError", "IncompleteReadError", "ReadTimeoutError",
+                             "ConnectTimeoutError", "EndpointConnectionError",
+                             "ConnectionClosedError", "ProtocolError", "IncompleteRead"})
+READ_ATTEMPTS = 5  # a body that breaks mid-read is fetched again (botocore retries only calls)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A network or server condition that a retry can fix — never a fact about the object."""
+    if type(exc).__name__ in TRANSIENT_TYPES:
+        return True
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return status >= 500 or str(response.get("Error", {}).get("Code")) in TRANSIENT_CODES
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        return False
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _retrying(read, what: str):
+    """``read()``, again with back-off while it fails transiently (a broken body mid-read)."""
+    import time
+
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return read()
+        except Exception as exc:
+            if attempt == READ_ATTEMPTS - 1 or not is_transient(exc):
+                raise
+            time.sleep(min(0.2 * 2 ** attempt, 5.0))
+    raise AssertionError(f"unreachable: {what}")
+
+
 def get_bytes(uri: str) -> bytes:
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        return s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        return _retrying(lambda: s3_client().get_object(Bucket=bucket, Key=key)["Body"].read(),
+                         uri)
     return local_path(uri).read_bytes()
 
 
@@ -230,9 +267,9 @@ def get_range(uri: str, start: int, length: int) -> bytes:
         return b""
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        resp = s3_client().get_object(Bucket=bucket, Key=key,
-                                      Range=f"bytes={start}-{start + length - 1}")
-        return resp["Body"].read()
+        return _retrying(lambda: s3_client().get_object(
+            Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read(),
+            uri)
     with open(local_path(uri), "rb") as f:
         f.seek(start)
         return f.read(length)

@@ -56,8 +56,62 @@ def test_vanished_object_is_missing_for_every_task_kind(source, tmp_path):
     (ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, "HeadObject"), "missing"),
     (ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject"),
      "read_error"),
-    (ConnectionResetError(104, "Connection reset by peer"), "read_error"),
 ])
 def test_fetch_reason(error, reason):
     got, detail = quarantine.fetch_reason(error)
     assert got == reason and type(error).__name__ in detail
+
+
+class ResponseStreamingError(Exception):
+    """Named like botocore's: the body broke mid-read."""
+
+
+TRANSIENT = [
+    ConnectionResetError(104, "Connection reset by peer"),
+    TimeoutError("read timed out"),
+    ResponseStreamingError("Connection broken: IncompleteRead(10 bytes read, 90 more expected)"),
+    ClientError({"Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."},
+                 "ResponseMetadata": {"HTTPStatusCode": 503}}, "GetObject"),
+    ClientError({"Error": {"Code": "InternalError", "Message": "We encountered an internal "
+                           "error."}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "GetObject"),
+]
+
+
+@pytest.mark.parametrize("error", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_a_network_error_is_never_a_reason_to_drop_an_image(error, tmp_path, monkeypatch):
+    with pytest.raises(type(error)):
+        quarantine.fetch_reason(error)
+    # and a pack that meets it fails (the task retries) instead of quarantining the object
+    rows = [{"source_key": "a.png", "record_key": 0, "label": 0, "split": "train",
+             "name": "a.png", "class_name": "c", "etag": "x"}]
+
+    def broken(uris, threads=8, ahead=None):
+        for _ in uris:
+            yield error
+
+    monkeypatch.setattr(storage, "prefetch", broken)
+    with pytest.raises(type(error)):
+        pack_items(rows, str(tmp_path), PackOptions(resize=0), tmp_path)
+
+
+def test_a_body_broken_mid_read_is_read_again(monkeypatch):
+    calls = []
+
+    class Body:
+        def read(self):
+            calls.append(1)
+            if len(calls) < 3:
+                raise ResponseStreamingError("Connection broken mid-body")
+            return b"whole object"
+
+    class Client:
+        def get_object(self, **kw):
+            return {"Body": Body()}
+
+    monkeypatch.setattr(storage, "s3_client", lambda: Client())
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    assert storage.get_bytes("s3://b/k") == b"whole object" and len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(storage, "READ_ATTEMPTS", 2)
+    with pytest.raises(ResponseStreamingError):
+        storage.get_bytes("s3://b/k")

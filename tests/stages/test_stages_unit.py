@@ -123,3 +123,21 @@ def test_plan_grows_shards_but_keeps_record_keys():
 def test_a_plan_that_cannot_fit_fails_naming_the_limit():
     with pytest.raises(PlanTooLarge, match="at most 1 .*max_map_length.*MAX_MAP_LENGTH"):
         split.shard_size_within({"train": 10, "val": 5, "test": 0}, 500, 1)
+
+
+def test_a_shard_error_that_cannot_be_pickled_still_reaches_the_caller(tmp_path, monkeypatch):
+    from recforge import pipeline, stages
+    from recforge.spec import parse_spec
+
+    class Unpicklable(Exception):  # like botocore's errors that hold the response stream
+        def __reduce__(self):
+            raise TypeError("cannot pickle '_io.BufferedReader' object")
+
+    def down(run, shard):
+        raise Unpicklable("Could not connect to the endpoint URL: http://127.0.0.1:9/")
+
+    monkeypatch.setattr(stages, "entry", lambda task_id: down)
+    spec = parse_spec({"name": "d", "source": {"uri": str(tmp_path)},
+                       "publish": {"uri": str(tmp_path / "pub")}})
+    with pytest.raises(RuntimeError, match="shard train-00000: Unpicklable: Could not connect"):
+        pipeline._shard_stages((spec, "r", ("pack",), "train-00000"))

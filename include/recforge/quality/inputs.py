@@ -131,7 +131,9 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             if got is None:
                 raise recordio.RecordIOError(f"no record at byte {start}")
             header, img_bytes = recordio.unpack_image_record(got[0])
-        except Exception as exc:  # bad framing, a range past the end, a read error: all "bad"
+        except Exception as exc:  # bad framing or a range past the end: the record is bad;
+            if storage.is_transient(exc):  # a read error is not a fact about the record
+                raise
             log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
             return index, ("bad_record", False, None, None)
         label = header.label[0] if isinstance(header.label, tuple) else header.label
