@@ -16,7 +16,8 @@ from recforge import storage
 FIXES = {
     "hidden_file": "hidden files (name starts with '.') are never packed; delete or rename it",
     "zero_bytes": "the object is empty; re-upload the image",
-    "unsafe_key": "the key escapes the dataset root ('..', absolute or empty segment); rename it",
+    "unsafe_key": "the key escapes the dataset root ('..', absolute or empty segment) or holds "
+    "control characters or over-long names; rename it",
     "unsupported_extension": "not an image extension listed in source.extensions; "
     "add the extension to the spec or remove the object",
     "not_in_class_folder": "class_folders layout needs <prefix>/<class>/<image>; "

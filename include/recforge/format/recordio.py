@@ -190,6 +190,8 @@ def read_record_at(f: BinaryIO, offset: int | None = None) -> tuple[bytes, int] 
     Raises ``RecordIOError`` naming the offset on bad magic, bad flags or truncation.
     """
     if offset is not None:
+        if offset < 0:
+            raise RecordIOError(f"offset {offset} is negative (not a record boundary)")
         f.seek(offset)
     start = f.tell()
     parts: list[bytes] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,8 +74,14 @@ def validate_split(root: Path, split: str, num_classes: int | None) -> SplitRepo
     by_offset = {o: k for k, o in entries}
 
     lst_rows: dict[int, tuple[float, ...]] = {}
+    lst_text = None
     if lst.exists():
-        for n, line in enumerate(lst.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            lst_text = lst.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            rep.fail(f"{lst.name} is not UTF-8 ({exc.reason} at byte {exc.start})")
+    if lst_text is not None:
+        for n, line in enumerate(lst_text.splitlines(), 1):
             fields = line.split("\t")
             if len(fields) < 3:
                 rep.fail(f"{lst.name}:{n}: needs index, label(s) and path")
@@ -84,7 +91,7 @@ def validate_split(root: Path, split: str, num_classes: int | None) -> SplitRepo
             except ValueError:
                 rep.fail(f"{lst.name}:{n}: index or label is not a number")
             rep.lst_lines += 1
-    else:
+    elif not lst.exists():
         rep.fail(f"{lst.name} is missing")
 
     seen_offsets = set()
@@ -105,7 +112,8 @@ def validate_split(root: Path, split: str, num_classes: int | None) -> SplitRepo
                 rep.fail(f"{rec.name}: key {key}: header id is {header.id}")
             labels = _labels_of(header)
             for lab in labels:
-                if lab != int(lab) or (num_classes is not None and not 0 <= lab < num_classes):
+                if not math.isfinite(lab) or lab != int(lab) or (
+                        num_classes is not None and not 0 <= lab < num_classes):
                     rep.fail(f"{rec.name}: key {key}: label {lab} outside the integers "
                              f"[0, {num_classes})")
             if lst_rows and key in lst_rows and lst_rows[key] != labels:
@@ -128,7 +136,13 @@ def validate_local(root: Path, num_classes: int | None = None) -> dict:
     """Validate every split found under a local folder."""
     root = Path(root)
     classes = root / names.CLASSES
-    doc = json.loads(classes.read_text()) if classes.exists() else {}
+    try:
+        doc = json.loads(classes.read_text(encoding="utf-8")) if classes.exists() else {}
+        if not isinstance(doc, dict):
+            raise ValueError("the top level is not an object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return {"ok": False, "num_classes": num_classes, "splits": {},
+                "failures": [f"{names.CLASSES} is not a valid classes document: {exc}"]}
     if num_classes is None:
         num_classes = doc.get("num_classes")
     splits = sorted({p.stem for pattern in ("*.rec", "*.idx") for p in root.glob(pattern)

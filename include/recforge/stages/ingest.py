@@ -16,6 +16,8 @@ from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
 
 log = logging.getLogger(__name__)
+MAX_KEY_BYTES = 1024  # S3's own limit
+MAX_SEGMENT_BYTES = 255  # a file name on every common file system
 
 
 def unsafe_key_reason(key: str) -> str | None:
@@ -26,9 +28,14 @@ def unsafe_key_reason(key: str) -> str | None:
         return "absolute path"
     if "\\" in key:
         return "backslash in key (a path separator on Windows)"
-    if "\x00" in key:
-        return "NUL byte in key"
+    control = sorted({f"0x{ord(c):02x}" for c in key if ord(c) < 0x20 or ord(c) == 0x7F})
+    if control:  # TAB/LF/CR would break the .lst line, NUL the path
+        return f"control character(s) {', '.join(control)} in key"
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        return f"key of {len(key.encode('utf-8'))} bytes (at most {MAX_KEY_BYTES})"
     parts = key.split("/")
+    if any(len(p.encode("utf-8")) > MAX_SEGMENT_BYTES for p in parts):
+        return f"a path segment longer than {MAX_SEGMENT_BYTES} bytes (a file-name limit)"
     if any(p == ".." for p in parts):
         return "'..' segment"
     if any(p in ("", ".") for p in parts):
