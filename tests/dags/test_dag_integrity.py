@@ -57,9 +57,9 @@ def dagbag(tmp_path_factory):
 SEGMENTATION_SPEC = """
 name: city
 task: segmentation
-source: {uri: "s3://b/raw/city", pairs: {images: img, masks: lbl}}
+source: {uri: "s3://bkt/raw/city", pairs: {images: img, masks: lbl}}
 segmentation: {colormap: cityscapes}
-publish: {uri: "s3://b/datasets"}
+publish: {uri: "s3://bkt/datasets"}
 """
 
 
@@ -151,7 +151,7 @@ def test_each_dag_documents_its_dataset(both_kinds):
     assert "`s3://recforge-demo/raw/demo_classification`" in demo
     assert "s3://recforge-demo/datasets/demo_classification/<version>/report.html" in demo
     assert "`0 2 * * *` (UTC)" in demo and "near_duplicates warn" in demo
-    assert "`s3://b/raw/city`" in city and "colour map `cityscapes`" in city
+    assert "`s3://bkt/raw/city`" in city and "colour map `cityscapes`" in city
     assert demo != city and "### recforge dataset DAGs" in demo  # then the shared pipeline
 
 

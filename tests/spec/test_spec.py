@@ -6,7 +6,7 @@ import pytest
 
 from recforge.spec import SpecError, load_all_specs, load_spec, parse_spec
 
-BASE = {"name": "pets", "source": {"uri": "s3://b/raw"}, "publish": {"uri": "s3://b/pub"}}
+BASE = {"name": "pets", "source": {"uri": "s3://bkt/raw"}, "publish": {"uri": "s3://bkt/pub"}}
 
 
 def test_shipped_specs_load():
@@ -29,7 +29,7 @@ def test_defaults():
     ({"splits": {"val_ratio": 0.6, "test_ratio": 0.5}}, "splits", "no training data"),
     ({"pack": {"quality": 101}}, "pack.quality", "less than or equal to 100"),
     ({"pack": {"encoding": ".gif"}}, "pack.encoding", "'.jpg'"),
-    ({"source": {"uri": "s3://b/raw", "extensions": []}}, "source.extensions", "at least one"),
+    ({"source": {"uri": "s3://bkt/raw", "extensions": []}}, "source.extensions", "at least one"),
 ])
 def test_invalid_spec_names_field_and_fix(patch, field, words):
     with pytest.raises(SpecError) as exc:
@@ -40,7 +40,7 @@ def test_invalid_spec_names_field_and_fix(patch, field, words):
 
 def test_missing_required_field(tmp_path):
     p = tmp_path / "s.yaml"
-    p.write_text("name: pets\nsource: {uri: s3://b/raw}\n")
+    p.write_text("name: pets\nsource: {uri: s3://bkt/raw}\n")
     with pytest.raises(SpecError, match=r"publish: required field is missing"):
         load_spec(p)
 
@@ -60,7 +60,7 @@ def test_overrides_are_revalidated():
 
 
 def test_segmentation_defaults_follow_the_task_but_keep_explicit_values():
-    seg = {**BASE, "task": "segmentation", "source": {"uri": "s3://b/raw", "pairs": {}},
+    seg = {**BASE, "task": "segmentation", "source": {"uri": "s3://bkt/raw", "pairs": {}},
            "segmentation": {"colormap": "voc"}}
     spec = parse_spec(seg)
     assert spec.bench.options.loader == "segmentation"

@@ -144,7 +144,7 @@ def test_a_shard_error_that_cannot_be_pickled_still_reaches_the_caller(tmp_path,
         raise Unpicklable("Could not connect to the endpoint URL: http://127.0.0.1:9/")
 
     monkeypatch.setattr(stages, "entry", lambda task_id: down)
-    spec = parse_spec({"name": "d", "source": {"uri": str(tmp_path)},
+    spec = parse_spec({"name": "d", "source": {"uri": str(tmp_path / "src")},
                        "publish": {"uri": str(tmp_path / "pub")}})
     with pytest.raises(RuntimeError, match="shard train-00000: Unpicklable: Could not connect"):
         pipeline._shard_stages((spec, "r", ("pack",), "train-00000"))

@@ -25,6 +25,30 @@ from recforge.spec.quality import QualitySpec
 NORMALISED_VALUE_RANGE = (-2.2, 2.7)
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+CRON_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly",
+                "@quarterly", "@yearly", "@annually")
+MAX_PIXELS_CEILING = 4_000_000_000  # ~12 GB of RGB: above it the bomb guard means nothing
+
+
+def check_uri(v: str, field: str = "uri") -> str:
+    """``s3://bucket/prefix`` with a valid bucket name, or an absolute local path."""
+    if v.startswith("s3://"):
+        bucket = v[5:].split("/", 1)[0]
+        if not BUCKET_RE.match(bucket):
+            raise ValueError(f"{field} {v!r} has no valid bucket name (3-63 lowercase letters, "
+                             "digits, '.' or '-'); write s3://bucket/prefix")
+        return v
+    path = v[7:] if v.startswith("file://") else v
+    if "://" in path or not path.startswith("/"):
+        raise ValueError(f"{field} {v!r} is neither s3://bucket/prefix nor an absolute path")
+    return v
+
+
+def _inside(inner: str, outer: str) -> bool:
+    a, b = inner.rstrip("/") + "/", outer.rstrip("/") + "/"
+    return a.startswith(b)
+
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 
@@ -37,6 +61,11 @@ class SourceSpec(StrictModel):
     )
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS
     pairs: PairsSpec | None = Field(None, description="segmentation: how images pair with masks")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_ok(cls, v: str) -> str:
+        return check_uri(v, "source.uri")
 
     @field_validator("extensions")
     @classmethod
@@ -126,12 +155,18 @@ class PackSpec(StrictModel):
         "shrinks, linear below 2x (see docs/im2rec.md)")
     shard_size: int = Field(500, ge=1, le=1_000_000, description="images per pack task")
     max_pixels: int = Field(
-        178_956_970, ge=1, description="decompression-bomb guard: larger images are quarantined"
+        178_956_970, ge=1, le=MAX_PIXELS_CEILING,
+        description="decompression-bomb guard: larger images are quarantined (at most 4e9)"
     )
 
 
 class PublishSpec(StrictModel):
     uri: str = Field(description="s3://bucket/prefix; versions land in <uri>/<name>/<version>/")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_ok(cls, v: str) -> str:
+        return check_uri(v, "publish.uri")
 
 
 class DatasetSpec(StrictModel):
@@ -157,6 +192,34 @@ class DatasetSpec(StrictModel):
         None, description="where intermediate data lives; default <publish.uri>/_staging"
     )
     tags: tuple[str, ...] = ()
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_ok(cls, v: str | None) -> str | None:
+        if v is None or v in CRON_PRESETS:
+            return v
+        from croniter import croniter
+
+        if len(v.split()) != 5 or not croniter.is_valid(v):
+            raise ValueError(f"schedule {v!r} is not a 5-field cron expression (e.g. "
+                             f"'0 2 * * *') or one of {', '.join(CRON_PRESETS)}; null = "
+                             "manual runs only")
+        return v
+
+    @field_validator("staging_uri")
+    @classmethod
+    def _staging_ok(cls, v: str | None) -> str | None:
+        return None if v is None else check_uri(v, "staging_uri")
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> DatasetSpec:
+        src = self.source.uri
+        for field, uri in (("publish.uri", self.publish.uri), ("staging", self.staging)):
+            if _inside(uri, src) or _inside(src, uri):
+                raise ValueError(
+                    f"{field} {uri} and source.uri {src} overlap: the next run would list its "
+                    "own output as source images; keep them in separate prefixes")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -246,10 +309,28 @@ def parse_spec(data: dict, origin: str = "<dict>") -> DatasetSpec:
         raise SpecError(_format_errors(exc, origin)) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML where a repeated key is an error (the safe loader keeps the last silently)."""
+
+
+def _unique_mapping(loader, node, deep=False):
+    keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
+    for i, key in enumerate(keys):
+        if key in keys[:i]:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (the first one would be ignored)",
+                node.value[i][0].start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _unique_mapping)
+
+
 def load_spec(path: str | Path) -> DatasetSpec:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
     except FileNotFoundError:
         raise SpecError(f"dataset spec {path} does not exist; give the path of a spec YAML "
                         f"(the specs are in {specs_dir()})") from None
