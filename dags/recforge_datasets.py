@@ -17,6 +17,8 @@ or to build without publishing (dry run).
 
 from __future__ import annotations
 
+import logging
+import re
 from datetime import timedelta
 
 import pendulum
@@ -25,7 +27,7 @@ from airflow.sdk import Asset, Param, dag, get_current_context, task
 from recforge.orchestration import pools
 from recforge.orchestration.docs import dag_doc
 from recforge.orchestration.notifier import QualityNotifier
-from recforge.spec import DatasetSpec, load_all_specs
+from recforge.spec import DatasetSpec, load_specs
 
 
 def _params(spec: DatasetSpec) -> dict[str, Param]:
@@ -159,5 +161,31 @@ def build_dag(spec: DatasetSpec):
     return dataset_dag()
 
 
-for _spec in load_all_specs():
+def invalid_spec_dag(file_name: str, error: Exception):
+    """A bad spec file becomes a DAG of its own that says what is wrong (and fails if run),
+    instead of an import error that would take every other dataset's DAG down with it."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", file_name.removesuffix(".yaml"))
+
+    @dag(dag_id=f"recforge__invalid__{stem}", schedule=None, catchup=False,
+         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), tags=["recforge", "invalid"],
+         description=f"include/datasets/{file_name} is invalid: fix it to get its DAG",
+         doc_md=f"## include/datasets/{file_name} is invalid\n\n```\n{error}\n```\n")
+    def invalid():
+        @task(retries=0)
+        def spec_error():
+            from airflow.exceptions import AirflowFailException
+
+            raise AirflowFailException(str(error))
+
+        spec_error()
+
+    return invalid()
+
+
+_specs, _invalid = load_specs()
+for _spec in _specs:
     globals()[_spec.dag_id] = build_dag(_spec)
+for _file, _error in _invalid.items():
+    logging.getLogger(__name__).error("dataset spec %s: %s", _file, _error)
+    _bad = invalid_spec_dag(_file, _error)
+    globals()[_bad.dag_id] = _bad

@@ -26,7 +26,7 @@ for dag_id, dag in bag.dags.items():
         "tags": sorted(dag.tags), "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs, "schedule": str(dag.timetable.summary),
         "doc_md": dag.doc_md or "", "params": sorted(dag.params.keys()),
-        "kind": next(t for t in dag.tags if t in ("classification", "segmentation")),
+        "kind": next((t for t in dag.tags if t in ("classification", "segmentation")), None),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "pool": t.pool, "per_run": t.max_active_tis_per_dagrun,
                               "downstream": sorted(t.downstream_task_ids),
@@ -165,3 +165,19 @@ def test_pack_pool_and_per_run_cap_agree(both_kinds):
             if task_id in dag["tasks"]:
                 t = dag["tasks"][task_id]
                 assert (t["pool"], t["per_run"]) == (pools.PACK.name, pools.PACK.slots)
+
+
+def test_one_bad_spec_does_not_take_the_other_dags_down(tmp_path):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for p in (REPO / "include" / "datasets").glob("*.yaml"):
+        (specs / p.name).write_text(p.read_text())
+    (specs / "broken.yaml").write_text("name: broken\nsource: {uri: 's3://bkt/raw'}\n"
+                                       "publish: {uri: 's3://bkt/p'}\npack: {quality: 500}\n")
+    bag = _parse(tmp_path / "home", specs)
+    assert bag["errors"] == {}
+    assert "recforge__demo_classification" in bag["dags"]
+    bad = bag["dags"]["recforge__invalid__broken"]
+    assert "pack.quality" in bad["doc_md"] and "broken.yaml" in bad["doc_md"]
+    assert list(bad["tasks"]) == ["spec_error"] and bad["schedule"] in ("None", "Never, external "
+                                                                          "triggers only")

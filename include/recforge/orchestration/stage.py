@@ -14,7 +14,7 @@ from recforge import stages
 from recforge.errors import RecforgeFailure, SpecError
 from recforge.orchestration import xcom
 from recforge.run import Run
-from recforge.spec import DatasetSpec, load_all_specs
+from recforge.spec import DatasetSpec, load_specs
 
 # Param name → dotted spec field it overrides (None/empty means "keep the spec's value").
 PARAM_FIELDS = {
@@ -28,7 +28,7 @@ PARAM_FIELDS = {
 
 @lru_cache(maxsize=1)
 def _specs() -> dict[str, DatasetSpec]:
-    return {s.name: s for s in load_all_specs()}
+    return {s.name: s for s in load_specs()[0]}  # an invalid file is its own DAG's problem
 
 
 def spec_by_name(name: str) -> DatasetSpec:

@@ -12,9 +12,10 @@ from recforge.spec.dataset import (
     PackSpec,
     load_all_specs,
     load_spec,
+    load_specs,
     parse_spec,
     specs_dir,
 )
 
 __all__ = ["IMAGE_EXTENSIONS", "DatasetSpec", "PackSpec", "SpecError", "load_all_specs",
-           "load_spec", "parse_spec", "specs_dir"]
+           "load_spec", "load_specs", "parse_spec", "specs_dir"]

@@ -350,5 +350,22 @@ def specs_dir() -> Path:
 
 
 def load_all_specs(directory: str | Path | None = None) -> list[DatasetSpec]:
+    """Every spec of the folder; the first invalid one raises (``load_specs`` keeps going)."""
+    specs, errors = load_specs(directory)
+    if errors:
+        raise SpecError(next(iter(errors.values())))
+    return specs
+
+
+def load_specs(directory: str | Path | None = None
+               ) -> tuple[list[DatasetSpec], dict[str, SpecError]]:
+    """The valid specs of the folder, and the error of each invalid file (by file name): one
+    bad file must not take the other datasets down."""
     directory = Path(directory) if directory else specs_dir()
-    return [load_spec(p) for p in sorted(directory.glob("*.yaml"))]
+    specs, errors = [], {}
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            specs.append(load_spec(path))
+        except SpecError as exc:
+            errors[path.name] = exc
+    return specs, errors
