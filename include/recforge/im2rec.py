@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import os
 import random
 import signal
@@ -124,9 +125,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     xgroup = parser.add_argument_group("recforge options (not in MXNet's im2rec)")
     xgroup.add_argument("--interpolation", default="auto", choices=INTERPOLATION_CHOICES,
-                        help="resize filter; auto: area when shrinking >= 2x after decode, "
-                        "cubic after a reduced JPEG decode or when enlarging, else linear. "
-                        "im2rec always uses linear")
+                        help="resize filter; auto: reduced JPEG decode then linear on the "
+                        "exact grid; after a full decode, 2x2 box steps then cubic when "
+                        "shrinking >= 2x, else linear; cubic when enlarging. im2rec always "
+                        "uses linear")
     xgroup.add_argument("--no-reduced-decode", dest="reduced_decode", action="store_false",
                         help="always decode JPEGs at full size (im2rec's pixels with "
                         "--interpolation linear)")
@@ -333,6 +335,8 @@ def parse_list(path: str):
             try:
                 key = int(fields[0])
                 labels = tuple(float(x) for x in fields[1:-1])
+                if not all(math.isfinite(x) for x in labels):
+                    raise ValueError(f"label(s) {fields[1:-1]} not finite (NaN/inf)")
                 recordio.pack_header(list(labels), max(key, 0))  # float32 / uint64 range
                 if key < 0:
                     raise ValueError(f"index {key} is negative")

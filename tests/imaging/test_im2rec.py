@@ -299,13 +299,16 @@ class TestCorpus:
 def test_parse_list_edge_lines(tmp_path):
     lst = tmp_path / "e.lst"
     lst.write_bytes(b"0\t1\ta.jpg\r\n18446744073709551616\t0\tb.jpg\n-1\t0\tc.jpg\n"
-                    b"2\t1e40\td.jpg\n3\tnan\t 2 \t e f.jpg \n\n4\t0\t\xff.jpg\n")
+                    b"2\t1e40\td.jpg\n3\t1\t 2 \t e f.jpg \n\n4\t0\t\xff.jpg\n"
+                    b"5\tnan\tg.jpg\n6\t0\t-inf\th.jpg\n")
     items = list(im2rec.parse_list(str(lst)))
     assert [(i.line, i.key, i.reject[0] if i.reject else None) for i in items] == [
         (1, 0, None), (2, None, "bad_lst_line"), (3, None, "bad_lst_line"),
-        (4, None, "bad_lst_line"), (5, 3, None), (7, 4, None)]
-    assert items[4].path == "e f.jpg" and items[4].labels[1] == 2.0
+        (4, None, "bad_lst_line"), (5, 3, None), (7, 4, None), (8, None, "bad_lst_line"),
+        (9, None, "bad_lst_line")]
+    assert items[4].path == "e f.jpg" and items[4].labels == (1.0, 2.0)
     assert os.fsencode(items[5].path) == b"\xff.jpg"  # any file-name bytes survive
+    assert "not finite" in items[6].reject[1] and "not finite" in items[7].reject[1]
 
 
 class TestExitStatus:

@@ -185,10 +185,13 @@ class TestGeometry:
         assert output_size(375, 500, opts) == (64, 85)
         assert output_size(30, 40, opts) == (30, 40)
 
-    @pytest.mark.parametrize("h,w,scale", [(512, 512, 8), (511, 600, 8), (300, 500, 4),
-                                           (511, 512, 1), (256, 384, 8), (255, 384, 1),
-                                           (100, 100, 2), (60, 100, 1), (1200, 1600, 8)])
-    def test_reduced_scale_only_when_grid_lines_up(self, h, w, scale):
+    @pytest.mark.parametrize("h,w,scale", [(512, 512, 8), (511, 600, 8), (300, 500, 8),
+                                           (511, 512, 1), (256, 384, 8), (255, 384, 4),
+                                           (100, 100, 2), (60, 100, 1), (1200, 1600, 8),
+                                           (697, 1115, 8), (777, 1036, 8), (255, 257, 4)])
+    def test_reduced_scale_whenever_at_least_the_target(self, h, w, scale):
+        # any size: the largest scale whose reduced image is still >= the target, except
+        # where the reduced shape could not tell a transposing EXIF orientation (511x512)
         assert choose_scale(h, w, PackOptions(resize=32, rounding="floor")) == scale
 
     def test_no_reduction_without_resize_or_for_png(self):
