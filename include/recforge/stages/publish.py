@@ -28,6 +28,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
     version = run.pin_version(version) if version else run.version()
     target = releases.version_uri(spec, version)
     previous = releases.read_latest(spec)
+    summary = storage.read_json(run.output(names.SUMMARY))
     manifest_uri = storage.join(target, names.MANIFEST)
     if storage.exists(manifest_uri):
         existing = storage.read_json(manifest_uri)
@@ -43,7 +44,6 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
             storage.copy(run.output(obj.key), storage.join(target, obj.key))
             files.append({"name": obj.key, "size": obj.size, "etag": obj.etag})
             log.info("publish: copied %s (%d bytes)", obj.key, obj.size)
-        summary = storage.read_json(run.output(names.SUMMARY))
         metadata = dict(metadata or {})
         if any(f["name"] == names.BENCH for f in files):
             bench = storage.read_json(run.output(names.BENCH))
@@ -63,7 +63,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
     })
     log.info("publish: %s → %s (latest.json updated)", spec.name, target)
     out = {"version": version, "uri": target, "run_id": run.run_id,
-           "records": storage.read_json(run.output(names.SUMMARY)).get("splits", {})}
+           "records": summary.get("splits", {})}
     report = storage.join(target, names.REPORT)
     if storage.exists(report):
         out["report"] = report
