@@ -233,6 +233,25 @@ def write_json(uri: str, obj) -> None:
               .encode("utf-8"), "application/json")
 
 
+def iter_jsonl(uri: str) -> Iterator[dict]:
+    """The rows of a JSON-lines object one by one, without holding the whole text."""
+    import json
+
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        body = s3_client().get_object(Bucket=bucket, Key=key)["Body"]
+        lines = body.iter_lines(chunk_size=1 << 20)
+    else:
+        lines = open(local_path(uri), "rb")  # noqa: SIM115 (closed when exhausted below)
+    try:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    finally:
+        if hasattr(lines, "close"):
+            lines.close()
+
+
 def read_jsonl(uri: str) -> list[dict]:
     import json
 

@@ -18,19 +18,17 @@ class VersionDiff:
     class_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # name → (was, now)
 
 
-def _content(r: dict) -> str | None:
-    return r.get("source_sha256") or r.get("source_etag")
-
-
-def diff_records(previous: list[dict], current: list[dict], previous_name: str) -> VersionDiff:
-    before = {r["source_key"]: r for r in previous}
+def diff_records(previous: dict[str, tuple[str | None, str | None]], current: list[dict],
+                 previous_name: str) -> VersionDiff:
+    """``previous``: source key → (content, class) of the earlier version (``read_contents``);
+    ``current``: this version's records (with ``content``)."""
     now = {r["source_key"]: r for r in current}
     out = VersionDiff(previous_name)
-    out.added = sorted(now.keys() - before.keys())
-    out.removed = sorted(before.keys() - now.keys())
-    out.changed = sorted(k for k in now.keys() & before.keys()
-                         if _content(now[k]) != _content(before[k]))
-    was = Counter(r.get("class_name") for r in previous if r.get("class_name"))
+    out.added = sorted(now.keys() - previous.keys())
+    out.removed = sorted(previous.keys() - now.keys())
+    out.changed = sorted(k for k in now.keys() & previous.keys()
+                         if now[k].get("content") != previous[k][0])
+    was = Counter(c for _, c in previous.values() if c)
     is_ = Counter(r.get("class_name") for r in current if r.get("class_name"))
     out.class_counts = {c: (was.get(c, 0), is_.get(c, 0)) for c in sorted(was.keys() | is_.keys())}
     return out

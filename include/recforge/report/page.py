@@ -17,7 +17,7 @@ from recforge.format import names
 from recforge.report.charts import grouped_bars, histogram, line
 from recforge.report.diff import SHOWN, diff_records
 from recforge.report.images import data_uri, decode, overlay, palette, read_payload
-from recforge.report.inputs import ReportInputs, load, read_records
+from recforge.report.inputs import ReportInputs, load, read_contents
 from recforge.spec.quality import CHECKS
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,9 @@ SAMPLES_PER_CLASS = 4
 MAX_CLASSES_SHOWN = 40
 MASK_SAMPLES = 8
 NEAR_DUP_PAIRS = 12
+# bounded memory (~32 bytes a candidate): beyond it the section says so; the checklist owns
+# the complete search
+NEAR_DUP_MAX_CANDIDATES = 5_000_000
 QUARANTINE_ROWS = 40
 QUARANTINE_THUMBS = 20
 # reasons whose source bytes are never decoded for a thumbnail (bombs, nothing to show)
@@ -65,33 +68,34 @@ def _content_id(records: list[dict]) -> str:
     h = hashlib.sha256()
     for r in sorted(records, key=lambda r: (r.get("split", ""), r["key"])):
         h.update(f"{r.get('split')}\t{r['key']}\t{r.get('label')}\t"
-                 f"{r.get('source_sha256')}\n".encode())
+                 f"{r.get('content')}\n".encode())
     return h.hexdigest()[:16]
 
 
 class _Records:
-    """Ranged reads of sampled records, bounded by the next record's offset."""
+    """Ranged reads of sampled records, bounded by the next record's offset (found in a
+    sorted offset array per split, so the index costs 8 bytes a record)."""
 
     def __init__(self, inputs: ReportInputs):
         self.inputs = inputs
-        self.next_offset: dict[tuple[str, int], int | None] = {}
-        self.next_mask_offset: dict[tuple[str, int], int | None] = {}
-        by_split: dict[str, list[dict]] = defaultdict(list)
+        columns: dict[tuple[str, str], list[int]] = defaultdict(list)
         for r in inputs.records:
-            by_split[r.get("split")].append(r)
-        for split, rows in by_split.items():
-            for col, table in (("offset", self.next_offset),
-                               ("mask_offset", self.next_mask_offset)):
-                offs = sorted(r[col] for r in rows if col in r)
-                nxt = dict(zip(offs, [*offs[1:], None], strict=True)) if offs else {}
-                for r in rows:
-                    if col in r:
-                        table[(split, r["key"])] = nxt[r[col]]
+            for col in ("offset", "mask_offset"):
+                if col in r:
+                    columns[(r.get("split"), col)].append(r[col])
+        self.sorted = {k: np.sort(np.asarray(v, dtype=np.int64)) for k, v in columns.items()}
+
+    def _next(self, r: dict, col: str) -> int | None:
+        offsets = self.sorted.get((r.get("split"), col))
+        if offsets is None:
+            return None
+        i = int(np.searchsorted(offsets, r[col], side="right"))
+        return int(offsets[i]) if i < len(offsets) else None
 
     def image(self, r: dict) -> np.ndarray | None:
         try:
             data = read_payload(self.inputs.rec_uri(r["split"]), r["offset"],
-                                       r["length"], self.next_offset.get((r["split"], r["key"])))
+                                       r["length"], self._next(r, "offset"))
             return decode(data)
         except Exception as exc:  # a thumbnail is worth less than the report
             log.warning("report: record %s/%s unreadable: %s", r.get("split"), r["key"], exc)
@@ -103,7 +107,7 @@ class _Records:
         try:
             data = read_payload(self.inputs.rec_uri(r["split"], mask=True),
                                        r["mask_offset"], r["mask_length"],
-                                       self.next_mask_offset.get((r["split"], r["key"])))
+                                       self._next(r, "mask_offset"))
             return decode(data, 0)
         except Exception as exc:
             log.warning("report: mask %s/%s unreadable: %s", r.get("split"), r["key"], exc)
@@ -303,7 +307,7 @@ def _near_duplicates(inp: ReportInputs, reader: _Records) -> str:
                 ra, rb = by_split[a], by_split[b]
                 ii, jj, dist = phash.near_pairs(phash.to_uint64([r["phash"] for r in ra]),
                                                 phash.to_uint64([r["phash"] for r in rb]),
-                                                threshold)
+                                                threshold, NEAR_DUP_MAX_CANDIDATES)
                 pairs += [(int(d), ra[x], rb[y]) for x, y, d in zip(ii, jj, dist, strict=True)]
     except ValueError as exc:  # too many candidates for a report: say so
         return f'<p class="muted">Near-duplicate search skipped: {escape(str(exc))}</p>'
@@ -352,7 +356,7 @@ def _diff(inp: ReportInputs, previous: str | None) -> str:
     if not previous:
         return '<p class="muted">No previous version to compare with (first version).</p>'
     try:
-        d = diff_records(read_records(previous), inp.records, previous)
+        d = diff_records(read_contents(previous), inp.records, previous)
     except Exception as exc:
         return f'<p class="muted">Previous version {escape(previous)} unreadable: ' \
                f'{escape(str(exc))}</p>'
