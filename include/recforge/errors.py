@@ -45,3 +45,8 @@ class ValidationFailed(RecforgeFailure):
 
 class VersionExistsError(RecforgeFailure):
     """The target version was published by another run; versions are immutable."""
+
+
+class ChecksumMismatch(RecforgeFailure):
+    """A staged or published object is not the bytes its writer recorded (size, SHA-256 or
+    ETag differ), or has no recorded checksum; the message names the file."""

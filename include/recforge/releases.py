@@ -1,8 +1,10 @@
 """The read side of published versions: where they are, which is latest, what they held.
 
-``<publish.uri>/<name>/latest.json`` points at ``<publish.uri>/<name>/<version>/``. Stages
-that build on the previous release (stable label ids, stable segmentation classes) read it
-here; only the publish stage writes it.
+``<publish.uri>/<name>/latest.json`` points at ``<publish.uri>/<name>/<version>/``. A version
+exists once its ``manifest.json`` does (publish writes it last, once, conditionally); a
+folder without one is an incomplete publish and is invisible here: :func:`versions` skips
+it, :func:`read_latest` never resolves to it. Stages that build on the previous release
+(stable label ids, stable segmentation classes) read it here; only the publish stage writes.
 """
 
 from __future__ import annotations
@@ -24,10 +26,45 @@ def latest_uri(spec: DatasetSpec) -> str:
     return storage.join(dataset_root(spec), names.LATEST)
 
 
-def read_latest(spec: DatasetSpec) -> dict | None:
-    """``latest.json`` (``version``, ``uri``, ``run_id``), or None before the first publish."""
-    uri = latest_uri(spec)
+def read_manifest(version_uri_: str) -> dict | None:
+    """A version's ``manifest.json``, or None while it is incomplete (or does not exist)."""
+    uri = storage.join(version_uri_, names.MANIFEST)
     return storage.read_json(uri) if storage.exists(uri) else None
+
+
+def order_key(doc: dict) -> tuple[str, str]:
+    """Versions are ordered by when they came to exist (their manifest's ``published_at``),
+    then by name; ``latest.json`` only ever moves forward in this order."""
+    return doc.get("published_at") or "", doc.get("version") or ""
+
+
+def versions(root_uri: str) -> list[dict]:
+    """The complete versions under a dataset prefix (their manifests), oldest first."""
+    found = [m for v in storage.list_dirs(root_uri)
+             if (m := read_manifest(storage.join(root_uri, v))) is not None]
+    return sorted(found, key=order_key)
+
+
+def resolve_latest(root_uri: str) -> dict | None:
+    """``latest.json`` under a dataset prefix (``version``, ``uri``, ``run_id``), if the
+    version it names is complete; else the newest complete version; None before any."""
+    uri = storage.join(root_uri, names.LATEST)
+    if storage.exists(uri):
+        latest = storage.read_json(uri)
+        latest.setdefault("uri", storage.join(root_uri, latest["version"]))
+        if read_manifest(latest["uri"]) is not None:
+            return latest
+    complete = versions(root_uri)
+    if not complete:
+        return None
+    m = complete[-1]
+    return {"version": m["version"], "uri": storage.join(root_uri, m["version"]),
+            "run_id": m.get("run_id"), "published_at": m.get("published_at")}
+
+
+def read_latest(spec: DatasetSpec) -> dict | None:
+    """The latest complete version of the spec's dataset, or None before the first publish."""
+    return resolve_latest(dataset_root(spec))
 
 
 def previous_classes(spec: DatasetSpec) -> tuple[str, dict] | None:
@@ -37,3 +74,36 @@ def previous_classes(spec: DatasetSpec) -> tuple[str, dict] | None:
         return None
     return latest["version"], storage.read_json(
         version_uri(spec, latest["version"], names.CLASSES))
+
+
+def check_file(uri: str, entry: dict, *, name: str | None = None, etag: str | None = None,
+               hash_up_to: int | None = None) -> str | None:
+    """What is wrong with one object against its manifest / checksums entry (``size`` and
+    ``sha256``, or ``parts``: ``[{size, sha256}, …]`` checked with one ranged GET each), or
+    None. ``etag``: the ETag it must also have; ``hash_up_to``: hash only objects up to this
+    size (larger ones: size and ETag only)."""
+    name = name or entry.get("name") or uri
+    info = storage.head(uri)
+    if info is None:
+        return f"{name}: missing"
+    if info.size != entry["size"]:
+        return f"{name}: {info.size} bytes, expected {entry['size']}"
+    if etag is not None and info.etag != etag:
+        return f"{name}: ETag {info.etag}, expected {etag}"
+    if hash_up_to is not None and info.size > hash_up_to:
+        return None
+    parts = entry.get("parts") or [{"size": entry["size"], "sha256": entry.get("sha256")}]
+    if sum(p["size"] for p in parts) != entry["size"]:
+        return f"{name}: its parts add up to {sum(p['size'] for p in parts)} bytes, not " \
+               f"{entry['size']}"
+    offset = 0
+    for i, part in enumerate(parts, 1):
+        if not part.get("sha256"):
+            return f"{name}: no SHA-256 recorded"
+        _, digest = storage.sha256_range(uri, offset, part["size"])
+        if digest != part["sha256"]:
+            where = f" part {i} (bytes {offset}-{offset + part['size'] - 1})" \
+                if "parts" in entry else ""
+            return f"{name}:{where} SHA-256 {digest}, expected {part['sha256']}"
+        offset += part["size"]
+    return None

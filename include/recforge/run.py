@@ -8,13 +8,20 @@ it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
     flatten/items.jsonl  labels/classes.json  split/shards.json
     shards/<shard>/plan.jsonl  shards/<shard>/part.*  (pack's output)
     masks/<shard>/*.png  masks/<shard>/{converted.jsonl, quarantine.jsonl, report.json}
-    out/   the merged dataset, exactly as it will be published
+    out/   the merged dataset, as it will be published; out/checksums.json (merge's files)
+    benchmark/checksums.json  quality_gate/checksums.json  (the files those stages added to out/)
     publish/version.json  the version name this run chose (retries reuse it)
+
+Publish copies exactly the files the ``checksums.json`` records name, so an object left in
+``out/`` by a killed earlier attempt is never published.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -32,8 +39,11 @@ def new_run_id() -> str:
     return "cli_" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def new_version(now: datetime | None = None) -> str:
-    return (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
+def new_version(now: datetime | None = None, run_id: str = "") -> str:
+    """``v<UTC time>-<6 hex of the run id>``: sorts by time, and two runs choosing in the
+    same second still differ (should they not, the publish's conditional writes decide)."""
+    stamp = (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{hashlib.sha256(run_id.encode()).hexdigest()[:6]}"
 
 
 @dataclass(frozen=True)
@@ -105,13 +115,31 @@ class Run:
         """Where the checklist's Data Docs land (under ``out/``, so they are published)."""
         return self.uri("out", names.QUALITY_DIR)
 
+    def checksums(self, stage: str) -> str:
+        """The ``checksums.json`` of what ``stage`` wrote into ``out/``: merge's is
+        ``out/checksums.json`` (the merge contract), a later stage's ``<stage>/checksums.json``."""
+        return self.output(names.CHECKSUMS) if stage == "merge" else \
+            self.uri(stage, names.CHECKSUMS)
+
+    @contextlib.contextmanager
+    def recording_outputs(self, stage: str) -> Iterator[dict]:
+        """Record what the block writes into ``out/`` (sizes, SHA-256s, ETags) as ``stage``'s
+        ``checksums.json``, written when the block succeeds. The earlier attempt's record is
+        deleted first, so a killed attempt leaves none for publish to trust."""
+        record = self.checksums(stage)
+        if storage.exists(record):
+            storage.delete(record)
+        with storage.record_writes(self.out) as written:
+            yield written
+        storage.write_json(record, {"files": written})
+
     def version(self) -> str:
         """The version name this run publishes under: chosen once, kept in staging, so the
         benchmark, the checklist and a retried publish all name the same version."""
         chosen = self.uri("publish", "version.json")
         if storage.exists(chosen):
             return storage.read_json(chosen)["version"]
-        version = new_version()
+        version = new_version(run_id=self.run_id)
         storage.write_json(chosen, {"version": version})
         return version
 

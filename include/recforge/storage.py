@@ -9,6 +9,8 @@ published data; the pipeline's staging and publishing normally use S3.
 from __future__ import annotations
 
 import collections
+import contextlib
+import hashlib
 import os
 import shutil
 import threading
@@ -94,8 +96,7 @@ def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
         return
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         st = path.stat()
-        yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size,
-                         f"{int(st.st_mtime_ns)}-{st.st_size}")
+        yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size, _local_etag(st))
 
 
 TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
@@ -142,16 +143,59 @@ def get_bytes(uri: str) -> bytes:
     return local_path(uri).read_bytes()
 
 
-def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+class PreconditionFailed(Exception):
+    """A conditional write lost: the object already exists (``if_none_match``) or is no
+    longer the version it was read as (``if_match``)."""
+
+
+def _is_precondition(exc: BaseException) -> bool:
+    response = getattr(exc, "response", None)
+    code = str(response.get("Error", {}).get("Code")) if isinstance(response, dict) else ""
+    # 409 ConditionalRequestConflict: AWS saw a concurrent conditional write to the key
+    return code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+
+
+def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream", *,
+              if_none_match: bool = False, if_match: str | None = None) -> str:
+    """Write ``data``; returns its SHA-256 (hex). ``if_none_match``: only if the object does
+    not exist; ``if_match``: only if its ETag is still this one — otherwise
+    :class:`PreconditionFailed`. On S3 both are decided by the server, atomically; on a local
+    path ``if_none_match`` is atomic (a hard link), ``if_match`` is a check, then a rename."""
+    digest = hashlib.sha256(data).hexdigest()
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
-        return
+        cond = {"IfNoneMatch": "*"} if if_none_match else {}
+        if if_match:
+            cond["IfMatch"] = if_match
+        try:
+            resp = s3_client().put_object(Bucket=bucket, Key=key, Body=data,
+                                          ContentType=content_type, **cond)
+        except Exception as exc:
+            if cond and _is_precondition(exc):
+                raise PreconditionFailed(f"{uri}: {exc}") from exc
+            raise
+        _record(uri, len(data), digest, resp.get("ETag", "").strip('"'))
+        return digest
     path = local_path(uri)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
     tmp.write_bytes(data)
-    tmp.replace(path)
+    try:
+        if if_none_match:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise PreconditionFailed(f"{uri} exists") from None
+        else:
+            current = head(uri)
+            if if_match and (current is None or current.etag != if_match):
+                raise PreconditionFailed(f"{uri} changed (ETag is not {if_match})")
+            tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if _recorders:
+        _record(uri, len(data), digest, head(uri).etag)
+    return digest
 
 
 def download(uri: str, dest: str | os.PathLike) -> None:
@@ -163,7 +207,9 @@ def download(uri: str, dest: str | os.PathLike) -> None:
         shutil.copyfile(local_path(uri), dest)
 
 
-def upload(src: str | os.PathLike, uri: str) -> None:
+def upload(src: str | os.PathLike, uri: str) -> str:
+    """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent."""
+    digest = sha256_file(src)
     if is_s3(uri):
         bucket, key = split_s3(uri)
         s3_client().upload_file(str(src), bucket, key)
@@ -173,21 +219,141 @@ def upload(src: str | os.PathLike, uri: str) -> None:
         tmp = path.with_name(path.name + ".partial")
         shutil.copyfile(src, tmp)
         tmp.replace(path)
+    if _recorders:
+        info = head(uri)
+        _record(uri, info.size, digest, info.etag)
+    return digest
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---- what a stage wrote: sizes, SHA-256s and ETags, recorded where the bytes are written
+_recorders: list[tuple[str, dict]] = []
+_recorders_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def record_writes(prefix_uri: str) -> Iterator[dict[str, dict]]:
+    """Collect every object this process writes under ``prefix_uri`` (``put_bytes`` and
+    ``upload``, from any thread) while the block runs: ``{key relative to the prefix:
+    {"size", "sha256", "etag"}}``. The digest is of the bytes sent, so nothing is read back."""
+    written: dict[str, dict] = {}
+    entry = (prefix_uri.rstrip("/") + "/", written)
+    with _recorders_lock:
+        _recorders.append(entry)
+    try:
+        yield written
+    finally:
+        with _recorders_lock:
+            _recorders.remove(entry)
+
+
+def _record(uri: str, size: int, sha256: str, etag: str) -> None:
+    with _recorders_lock:
+        for prefix, written in _recorders:
+            if uri.startswith(prefix):
+                written[uri[len(prefix):]] = {"size": size, "sha256": sha256, "etag": etag}
+
+
+def _not_found(exc: BaseException) -> bool:
+    response = getattr(exc, "response", None)
+    return isinstance(response, dict) and response.get("Error", {}).get("Code") in (
+        "404", "NoSuchKey", "NotFound")
+
+
+def _s3_or_none(call: str, uri: str) -> dict | None:
+    """``s3_client().<call>(Bucket=, Key=)``'s response, or None if there is no object."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = split_s3(uri)
+    try:
+        return getattr(s3_client(), call)(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if _not_found(exc):
+            return None
+        raise
+
+
+def _local_etag(st: os.stat_result) -> str:
+    return f"{int(st.st_mtime_ns)}-{st.st_size}"
+
+
+def head(uri: str) -> ObjectInfo | None:
+    """One object's size and ETag (key: the URI's last part), or None if it does not exist."""
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    if is_s3(uri):
+        r = _s3_or_none("head_object", uri)
+        return None if r is None else ObjectInfo(name, r["ContentLength"],
+                                                 r["ETag"].strip('"'))
+    path = local_path(uri)
+    if not path.is_file():
+        return None
+    st = path.stat()
+    return ObjectInfo(name, st.st_size, _local_etag(st))
+
+
+def get_with_etag(uri: str) -> tuple[bytes, str] | None:
+    """An object's bytes and the ETag of exactly those bytes (for a compare-and-swap with
+    ``put_bytes(if_match=...)``), or None if it does not exist."""
+    if is_s3(uri):
+        r = _s3_or_none("get_object", uri)
+        return None if r is None else (r["Body"].read(), r["ETag"].strip('"'))
+    info = head(uri)
+    return None if info is None else (local_path(uri).read_bytes(), info.etag)
+
+
+def sha256_range(uri: str, start: int = 0, length: int | None = None,
+                 chunk: int = 1 << 20) -> tuple[int, str]:
+    """``(bytes read, SHA-256 hex)`` of the object (or of ``length`` bytes from ``start``),
+    streamed: one (ranged) GET on S3, never the whole object in memory."""
+    if length == 0:
+        return 0, hashlib.sha256().hexdigest()
+
+    def read() -> tuple[int, str]:
+        h, n = hashlib.sha256(), 0
+        if is_s3(uri):
+            bucket, key = split_s3(uri)
+            extra = {} if length is None and start == 0 else {
+                "Range": f"bytes={start}-" + ("" if length is None else f"{start + length - 1}")}
+            body = s3_client().get_object(Bucket=bucket, Key=key, **extra)["Body"]
+            for block in body.iter_chunks(chunk):
+                h.update(block)
+                n += len(block)
+            return n, h.hexdigest()
+        with open(local_path(uri), "rb") as f:
+            f.seek(start)
+            left = length
+            while left is None or left > 0:
+                block = f.read(chunk if left is None else min(chunk, left))
+                if not block:
+                    break
+                h.update(block)
+                n += len(block)
+                left = None if left is None else left - len(block)
+        return n, h.hexdigest()
+
+    return _retrying(read, uri)
 
 
 def exists(uri: str) -> bool:
     if is_s3(uri):
-        from botocore.exceptions import ClientError
-
-        bucket, key = split_s3(uri)
-        try:
-            s3_client().head_object(Bucket=bucket, Key=key)
-            return True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise
+        return head(uri) is not None
     return local_path(uri).exists()
+
+
+def delete(uri: str) -> None:
+    """Delete one object (nothing happens if it does not exist)."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        s3_client().delete_object(Bucket=bucket, Key=key)
+    else:
+        local_path(uri).unlink(missing_ok=True)
 
 
 def delete_prefix(prefix_uri: str) -> int:
@@ -204,6 +370,21 @@ def delete_prefix(prefix_uri: str) -> int:
     n = sum(1 for p in root.rglob("*") if p.is_file()) if root.exists() else 0
     shutil.rmtree(root, ignore_errors=True)
     return n
+
+
+def list_dirs(prefix_uri: str) -> list[str]:
+    """The immediate sub-folders of a prefix (names, sorted): one delimiter listing on S3."""
+    if is_s3(prefix_uri):
+        bucket, prefix = split_s3(prefix_uri)
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        paginator = s3_client().get_paginator("list_objects_v2")
+        out = [p["Prefix"][len(prefix):].rstrip("/")
+               for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
+               for p in page.get("CommonPrefixes", [])]
+        return sorted(out)
+    root = local_path(prefix_uri)
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
 def ensure_bucket(uri: str) -> None:
@@ -226,11 +407,12 @@ def read_json(uri: str):
     return json.loads(get_bytes(uri).decode("utf-8"))
 
 
-def write_json(uri: str, obj) -> None:
+def write_json(uri: str, obj, **conditions) -> str:
+    """Write ``obj`` as JSON; returns its SHA-256. ``conditions``: see :func:`put_bytes`."""
     import json
 
-    put_bytes(uri, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-              .encode("utf-8"), "application/json")
+    return put_bytes(uri, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+                     .encode("utf-8"), "application/json", **conditions)
 
 
 def iter_jsonl(uri: str) -> Iterator[dict]:
@@ -258,10 +440,10 @@ def read_jsonl(uri: str) -> list[dict]:
     return [json.loads(line) for line in get_bytes(uri).decode("utf-8").splitlines() if line]
 
 
-def write_jsonl(uri: str, rows) -> None:
+def write_jsonl(uri: str, rows) -> str:
     import json
 
-    put_bytes(uri, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"
+    return put_bytes(uri, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"
                            for r in rows).encode("utf-8"), "application/x-ndjson")
 
 
@@ -277,6 +459,50 @@ def copy(src_uri: str, dst_uri: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         download(src_uri, Path(tmp) / "obj")
         upload(Path(tmp) / "obj", dst_uri)
+
+
+MAX_COPY_OBJECT = 5 * 1024 ** 3  # S3's limit for one CopyObject (and one PUT)
+
+
+def copy_exact(src_uri: str, dst_uri: str) -> ObjectInfo:
+    """Server-side copy whose ETag is the source's, so comparing ETags checks the copy.
+
+    A single-part object (at most 5 GB, S3's limit for one PUT) is one CopyObject, which
+    keeps its MD5 ETag; a multipart one is copied with UploadPartCopy over the source's own
+    part ranges (``HEAD ?partNumber=n``), which reproduces its ``<md5 of md5s>-<n>`` ETag.
+    No byte passes through this process. Returns the destination's size and ETag. Local
+    paths: a plain copy (their ETags are mtimes; check those by hashing)."""
+    if not (is_s3(src_uri) and is_s3(dst_uri)):
+        copy(src_uri, dst_uri)
+        return head(dst_uri)
+    client = s3_client()
+    (sb, sk), (db, dk) = split_s3(src_uri), split_s3(dst_uri)
+    src = client.head_object(Bucket=sb, Key=sk)
+    etag = src["ETag"].strip('"')
+    n_parts = int(etag.rsplit("-", 1)[1]) if "-" in etag else 1
+    if n_parts == 1 and src["ContentLength"] <= MAX_COPY_OBJECT:
+        client.copy_object(CopySource={"Bucket": sb, "Key": sk}, Bucket=db, Key=dk,
+                           CopySourceIfMatch=src["ETag"])
+        return head(dst_uri)
+    upload_id = client.create_multipart_upload(
+        Bucket=db, Key=dk, ContentType=src.get("ContentType", "application/octet-stream")
+    )["UploadId"]
+    try:
+        parts, offset = [], 0
+        for n in range(1, n_parts + 1):
+            size = client.head_object(Bucket=sb, Key=sk, PartNumber=n)["ContentLength"]
+            r = client.upload_part_copy(
+                Bucket=db, Key=dk, UploadId=upload_id, PartNumber=n,
+                CopySource={"Bucket": sb, "Key": sk}, CopySourceIfMatch=src["ETag"],
+                CopySourceRange=f"bytes={offset}-{offset + size - 1}")
+            parts.append({"PartNumber": n, "ETag": r["CopyPartResult"]["ETag"]})
+            offset += size
+        client.complete_multipart_upload(Bucket=db, Key=dk, UploadId=upload_id,
+                                         MultipartUpload={"Parts": parts})
+    except BaseException:
+        client.abort_multipart_upload(Bucket=db, Key=dk, UploadId=upload_id)
+        raise
+    return head(dst_uri)
 
 
 def get_range(uri: str, start: int, length: int) -> bytes:

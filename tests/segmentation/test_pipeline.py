@@ -73,6 +73,7 @@ def test_changed_label_definition_fails_against_the_published_version(tmp_path):
     spec = parse_spec(base)
     storage.write_json(releases.version_uri(spec, "v1", "classes.json"),
                        {"classes": ["road", "sidewalk"]})
+    storage.write_json(releases.version_uri(spec, "v1", "manifest.json"), {"version": "v1"})
     storage.write_json(releases.latest_uri(spec), {"version": "v1"})
     with pytest.raises(LabelMapError, match="v1 has \\['road', 'sidewalk'\\]"):
         remap_labels(Run(spec, "r"))

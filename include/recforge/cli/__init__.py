@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = [
     "recforge.cli.build",
     "recforge.cli.check",
+    "recforge.cli.verify",
     "recforge.cli.report",
     "recforge.cli.bench",
     "recforge.cli.im2rec",

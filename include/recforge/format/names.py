@@ -24,6 +24,9 @@ QUALITY_DIR = "quality"  # Data Docs site + quality.json
 QUALITY_RESULT = "quality.json"
 REPORT = "report.html"  # the dataset report people look at
 MANIFEST = "manifest.json"  # written last: a version exists once this does
+CHECKSUMS = "checksums.json"  # {"files": {name: {size, sha256} | {size, parts}}}: what a
+#                               stage wrote (merge's is out/checksums.json), publish checks it
+CLAIM = "_claim.json"  # a version's owner (run id) while it is being published
 LATEST = "latest.json"  # next to the versions: points at the newest complete one
 
 

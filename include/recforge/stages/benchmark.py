@@ -12,5 +12,6 @@ from recforge.run import Run
 
 
 def benchmark(run: Run) -> dict:
-    return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
-                        dataset_version=run.version(), run_id=run.run_id)
+    with run.recording_outputs("benchmark"):  # bench.json's checksum, for publish
+        return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
+                            dataset_version=run.version(), run_id=run.run_id)

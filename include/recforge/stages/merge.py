@@ -81,6 +81,22 @@ def _download_shard(run: Run, shard_id: str, dest: Path) -> None:
 
 
 def merge(run: Run) -> dict:
+    """Merge, recording every file written into ``out/checksums.json`` (size, SHA-256)."""
+    with run.recording_outputs("merge") as written:
+        summary = _merge(run)
+        _checksum_copied(run, written)
+    return summary
+
+
+def _checksum_copied(run: Run, written: dict) -> None:
+    """The checksums of what merge copies server-side instead of writing (the listing)."""
+    uri = run.output(names.SOURCE_MANIFEST)
+    size, digest = storage.sha256_range(uri)
+    written[names.SOURCE_MANIFEST] = {"size": size, "sha256": digest,
+                                      "etag": storage.head(uri).etag}
+
+
+def _merge(run: Run) -> dict:
     shard_ids = storage.read_json(run.shard_list)["shards"]
     all_records: list[dict] = []
     entries = []

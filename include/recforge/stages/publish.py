@@ -1,67 +1,79 @@
-"""The ``publish`` task: a versioned, atomic release of the merged dataset.
+"""The ``publish`` task: a verified, exclusive, versioned release of the run's dataset.
 
 Layout: ``<publish.uri>/<name>/<version>/`` holds the splits, ``classes.json``, the record
-manifest, the quarantine report and ``summary.json``; ``manifest.json`` is written last and
-is what makes a version exist. Then ``<publish.uri>/<name>/latest.json`` is switched to it.
-A version that exists is never overwritten; a retried publish of the same run reuses the
-version it chose first (``Run.version``, kept in staging), so retries never create
-duplicates. Reading releases is ``recforge.releases``.
+manifest, the quarantine report, ``summary.json``, the report and Data Docs; ``manifest.json``
+is written last and is what makes a version exist. Then ``<publish.uri>/<name>/latest.json``
+moves to it. In order (``docs/reliability.md`` lists each guarantee and its test):
+
+1. **What**: exactly the files the current attempt's stages recorded with their SHA-256s —
+   merge's ``out/checksums.json``, then each later stage's ``<stage>/checksums.json``
+   (``Run.recording_outputs``). Anything else in ``out/`` (a killed attempt's leftovers) is
+   not published. Each staged source must still have its recorded size (and ETag).
+2. **Claim**: ``<version>/_claim.json`` naming the run, written with ``If-None-Match: *``.
+   A version another run claimed raises ``VersionExistsError`` before this run has written
+   anything there; this run's own claim (a retry after a crash) resumes.
+3. **Clean**: version folders without a manifest whose claim is older than
+   ``ORPHAN_GRACE_S`` (a publish that crashed and was never retried) are deleted.
+4. **Copy, then check**: server-side copies that keep the source's ETag
+   (``storage.copy_exact``); each copy must have the recorded size and the source's ETag,
+   and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part). A
+   mismatch fails the publish naming the file (``ChecksumMismatch``), and removes the
+   partial version this run owns.
+5. **manifest.json** (every file with its size and ``sha256`` or ``parts``) with
+   ``If-None-Match: *``: a version is created once.
+6. **latest.json** by compare-and-swap (``If-Match`` its ETag, ``If-None-Match: *`` when
+   absent), and only forward (``releases.order_key``): a late retry of an older run never
+   moves it back.
+
+A retried publish of the same run reuses its version (``Run.version``); reading releases is
+``recforge.releases``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from recforge import releases, storage
-from recforge.errors import VersionExistsError
+from recforge.errors import ChecksumMismatch, VersionExistsError
 from recforge.format import names
 from recforge.run import Run
+from recforge.stages import stages_for
 
 log = logging.getLogger(__name__)
+HASH_UP_TO = 256 * 1024 ** 2  # copies up to this size are read back and hashed
+ORPHAN_GRACE_S = 3 * 3600  # > the publish task's timeout: an older claim is a dead publish
+CAS_ATTEMPTS = 20
+COPY_THREADS = 8
 
 
-def publish(run: Run, version: str | None = None, metadata: dict | None = None) -> dict:
-    """Copy the run's ``out/`` to a new version (server-side), write its manifest, then move
+def publish(run: Run, version: str | None = None, metadata: dict | None = None,
+            orphan_grace_s: float = ORPHAN_GRACE_S) -> dict:
+    """Publish the run's recorded outputs as a new version, verified, then move
     ``latest.json``. ``version`` pins the version name (default: the run's choice)."""
     spec = run.spec
     version = run.pin_version(version) if version else run.version()
     target = releases.version_uri(spec, version)
-    previous = releases.read_latest(spec)
     summary = storage.read_json(run.output(names.SUMMARY))
-    manifest_uri = storage.join(target, names.MANIFEST)
-    if storage.exists(manifest_uri):
-        existing = storage.read_json(manifest_uri)
-        if existing.get("run_id") != run.run_id:
-            raise VersionExistsError(
-                f"{target} was already published by run {existing.get('run_id')!r}; "
-                "published versions are never overwritten — choose another version"
-            )
-        log.info("publish: %s already published by this run; nothing to do", target)
+    manifest = releases.read_manifest(target)
+    if manifest is None:
+        files = staged_files(run)
+        previous = releases.read_latest(spec)
+        _claim(run, target)
+        _clean_orphans(releases.dataset_root(spec), version, orphan_grace_s)
+        published = _copy_and_check(run, target, files)
+        manifest = _write_manifest(run, target, version, published, summary, previous, metadata)
+    elif manifest.get("run_id") != run.run_id:
+        raise _exists(target, manifest.get("run_id"))
     else:
-        files = []
-        for obj in storage.list_objects(run.out):
-            storage.copy(run.output(obj.key), storage.join(target, obj.key))
-            files.append({"name": obj.key, "size": obj.size, "etag": obj.etag})
-            log.info("publish: copied %s (%d bytes)", obj.key, obj.size)
-        metadata = dict(metadata or {})
-        if any(f["name"] == names.BENCH for f in files):
-            bench = storage.read_json(run.output(names.BENCH))
-            metadata.setdefault("loader", {"summary": bench.get("summary"),
-                                           "recommendation": bench.get("recommendation"),
-                                           "device": bench.get("device", {}).get("statement")})
-        storage.write_json(manifest_uri, {
-            "dataset": spec.name, "version": version, "run_id": run.run_id,
-            "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
-            "files": files, "summary": summary, "spec": spec.model_dump(mode="json"),
-            "previous_uri": previous["uri"] if previous and previous["uri"] != target else None,
-            **metadata,
-        })
-    storage.write_json(releases.latest_uri(spec), {
-        "version": version, "uri": target, "run_id": run.run_id,
-        "updated_at": datetime.now(UTC).isoformat(),
-    })
-    log.info("publish: %s → %s (latest.json updated)", spec.name, target)
+        log.info("publish: %s already published by this run; nothing to copy", target)
+    pointer = {"version": version, "uri": target, "run_id": run.run_id,
+               "published_at": manifest["published_at"],
+               "updated_at": datetime.now(UTC).isoformat()}
+    if advance_latest(releases.latest_uri(spec), pointer):
+        log.info("publish: %s → %s (latest.json updated)", spec.name, target)
     out = {"version": version, "uri": target, "run_id": run.run_id,
            "records": summary.get("splits", {})}
     report = storage.join(target, names.REPORT)
@@ -70,3 +82,145 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
         log.info("publish: report %s (open in a browser: %s)", report,
                  storage.browser_url(report))
     return out
+
+
+def staged_files(run: Run) -> dict[str, dict]:
+    """``{name: checksum entry}`` of the current attempt: merge's ``out/checksums.json``,
+    then every later stage's record (a later record wins for a file both name). Every
+    source must exist with its recorded size, and its recorded ETag when there is one."""
+    merged = run.checksums("merge")
+    if not storage.exists(merged):
+        raise ChecksumMismatch(f"{merged} does not exist: nothing in out/ has a recorded "
+                               "checksum, so nothing can be published; re-run merge")
+    files: dict[str, dict] = {}
+    for stage in stages_for(run.spec.task):
+        record = run.checksums(stage.task_id)
+        if stage.task_id == "merge" or storage.exists(record):
+            files.update(storage.read_json(record)["files"])
+    files.pop(names.CHECKSUMS, None)
+    problems = []
+    for name, entry in sorted(files.items()):
+        info = storage.head(run.output(name))
+        if info is None:
+            problems.append(f"{name}: recorded but missing from staging")
+        elif info.size != entry["size"] or entry.get("etag") not in (None, info.etag):
+            problems.append(f"{name}: staged object changed since it was written "
+                            f"({info.size} bytes, ETag {info.etag}; recorded "
+                            f"{entry['size']} bytes, ETag {entry.get('etag')})")
+    if problems:
+        raise ChecksumMismatch("publish refused; staged files differ from their records:\n"
+                               + "\n".join(problems))
+    return files
+
+
+def _exists(target: str, owner: str | None) -> VersionExistsError:
+    return VersionExistsError(f"{target} was already published by run {owner!r}; published "
+                              "versions are never overwritten — choose another version")
+
+
+def _claim(run: Run, target: str) -> None:
+    """Own ``target`` (``If-None-Match: *``), or raise ``VersionExistsError`` having
+    written nothing. This run's own claim (a retry) is resumed."""
+    uri = storage.join(target, names.CLAIM)
+    doc = {"run_id": run.run_id, "claimed_at": datetime.now(UTC).isoformat()}
+    try:
+        storage.write_json(uri, doc, if_none_match=True)
+    except storage.PreconditionFailed:
+        pass
+    claim = storage.read_json(uri) if storage.exists(uri) else {}
+    if claim.get("run_id") != run.run_id:  # read back: whoever the server kept owns it
+        manifest = releases.read_manifest(target)
+        raise _exists(target, (manifest or claim).get("run_id"))
+    if claim.get("claimed_at") != doc["claimed_at"]:
+        log.info("publish: resuming this run's incomplete publish of %s", target)
+
+
+def _clean_orphans(root: str, own: str, grace_s: float) -> None:
+    """Delete version folders without a manifest, claimed more than ``grace_s`` ago (or not
+    at all): publishes that crashed and were never resumed."""
+    now = datetime.now(UTC)
+    for v in storage.list_dirs(root):
+        base = storage.join(root, v)
+        if v == own or storage.exists(storage.join(base, names.MANIFEST)):
+            continue
+        claim_uri = storage.join(base, names.CLAIM)
+        claim = storage.read_json(claim_uri) if storage.exists(claim_uri) else {}
+        since = claim.get("claimed_at")
+        age = (now - datetime.fromisoformat(since)).total_seconds() if since else float("inf")
+        if age >= grace_s:
+            n = storage.delete_prefix(base)
+            log.warning("publish: removed incomplete version %s (%d objects, claimed by run "
+                        "%r %s)", base, n, claim.get("run_id"), since or "never")
+
+
+def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]:
+    """Copy every file server-side and check the copy; returns the manifest's entries."""
+    def one(name: str) -> tuple[dict, str | None]:
+        entry = files[name]
+        src = storage.head(run.output(name))
+        dst = storage.copy_exact(run.output(name), storage.join(target, name))
+        problem = releases.check_file(
+            storage.join(target, name), entry, name=name, hash_up_to=HASH_UP_TO,
+            etag=src.etag if storage.is_s3(target) and storage.is_s3(run.out) else None)
+        log.info("publish: copied %s (%d bytes)%s", name, dst.size,
+                 f": {problem}" if problem else "")
+        digest = {"parts": entry["parts"]} if "parts" in entry else {"sha256": entry["sha256"]}
+        return {"name": name, "size": entry["size"], **digest, "etag": dst.etag}, problem
+
+    with ThreadPoolExecutor(COPY_THREADS) as pool:
+        done = list(pool.map(one, sorted(files)))
+    problems = [p for _, p in done if p]
+    if problems:
+        n = storage.delete_prefix(target)  # this run's claim and copies: nothing to resume
+        raise ChecksumMismatch(f"publish refused ({n} objects of {target} removed); the "
+                               "published copy is not what was staged:\n" + "\n".join(problems))
+    return [e for e, _ in done]
+
+
+def _write_manifest(run: Run, target: str, version: str, files: list[dict], summary: dict,
+                    previous: dict | None, metadata: dict | None) -> dict:
+    spec = run.spec
+    metadata = dict(metadata or {})
+    if any(f["name"] == names.BENCH for f in files):
+        bench = storage.read_json(run.output(names.BENCH))
+        metadata.setdefault("loader", {"summary": bench.get("summary"),
+                                       "recommendation": bench.get("recommendation"),
+                                       "device": bench.get("device", {}).get("statement")})
+    manifest = {
+        "dataset": spec.name, "version": version, "run_id": run.run_id,
+        "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
+        "files": files, "summary": summary, "spec": spec.model_dump(mode="json"),
+        "previous_uri": previous["uri"] if previous and previous["uri"] != target else None,
+        **metadata,
+    }
+    try:
+        storage.write_json(storage.join(target, names.MANIFEST), manifest, if_none_match=True)
+    except storage.PreconditionFailed:
+        existing = releases.read_manifest(target) or {}
+        if existing.get("run_id") != run.run_id:
+            raise _exists(target, existing.get("run_id")) from None
+        return existing  # this run's own write whose answer was lost
+    return manifest
+
+
+def advance_latest(latest_uri: str, pointer: dict) -> bool:
+    """Point ``latest.json`` at ``pointer`` by compare-and-swap, only forward; returns
+    whether it now points there (False: a newer version is already latest)."""
+    for _ in range(CAS_ATTEMPTS):
+        current = storage.get_with_etag(latest_uri)
+        cond: dict = {"if_none_match": True}
+        if current is not None:
+            doc = json.loads(current[0])
+            if (doc.get("version"), doc.get("run_id")) == (pointer["version"],
+                                                           pointer["run_id"]):
+                return True
+            if releases.order_key(doc) > releases.order_key(pointer):
+                log.info("publish: latest.json stays at the newer %s", doc.get("version"))
+                return False
+            cond = {"if_match": current[1]}
+        try:
+            storage.write_json(latest_uri, pointer, **cond)
+            return True
+        except storage.PreconditionFailed:
+            continue  # someone moved it meanwhile: read again and decide again
+    raise RuntimeError(f"{latest_uri} changed {CAS_ATTEMPTS} times while being updated")

@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 
 
 def quality_gate(run: Run) -> dict:
+    # a killed earlier attempt's pages never mix with this one's (publish copies only what
+    # this attempt records in quality_gate/checksums.json anyway)
+    storage.delete_prefix(run.quality_docs)
+    storage.delete(run.output(names.REPORT))
+    with run.recording_outputs("quality_gate"):
+        return _quality_gate(run)
+
+
+def _quality_gate(run: Run) -> dict:
     spec = run.spec
     bench_uri = run.output(names.BENCH)
     bench = storage.read_json(bench_uri) if storage.exists(bench_uri) else None

@@ -1,0 +1,280 @@
+"""Publish is verified and exclusive (issue 13): every published object carries a SHA-256
+checked after the copy, a version is created once, only the current attempt's files are
+published, an incomplete version is invisible and cleaned, and `recforge verify` re-checks a
+version end to end. Against the moto server, through the real S3 protocol."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+
+import pytest
+
+from recforge import pipeline, releases, storage
+from recforge.errors import ChecksumMismatch, VersionExistsError
+from recforge.format import names
+from recforge.run import Run
+from recforge.stages import publish
+from tests.common.sources import make_source, make_spec
+
+
+@pytest.fixture(scope="module")
+def staged(s3_endpoint):
+    """Two dry-run builds of one spec with different data (runs ``a`` and ``b``), staged
+    once for the module; tests publish copies of them (``fresh``) to their own prefixes."""
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    storage.s3_client().create_bucket(Bucket=bucket)
+    spec = make_spec(bucket, staging_uri=f"s3://{bucket}/staging")
+    make_source(bucket, classes=("dog", "eel"), per_class=8)
+    pipeline.build(spec, run_id="a", workers=1, dry_run=True)
+    make_source(bucket, classes=("dog", "eel"), per_class=12)
+    pipeline.build(spec, run_id="b", workers=1, dry_run=True)
+    return spec
+
+
+def fresh(spec, run_id: str, source: str = "a", publish_uri: str | None = None) -> Run:
+    """A new run whose staging is a server-side copy of run ``source``'s (its version not
+    chosen yet), publishing to ``publish_uri`` (default: a prefix of its own)."""
+    bucket = storage.split_s3(spec.publish.uri)[0]
+    spec = spec.model_copy(update={"publish": spec.publish.model_copy(update={
+        "uri": publish_uri or f"s3://{bucket}/pub-{uuid.uuid4().hex[:8]}"})})
+    src, dst = Run(spec, source), Run(spec, run_id)
+    for obj in storage.list_objects(src.staging):
+        if not obj.key.startswith("publish/"):
+            storage.copy(src.uri(obj.key), dst.uri(obj.key))
+    return dst
+
+
+def version_objects(uri: str) -> set[str]:
+    return {o.key for o in storage.list_objects(uri)}
+
+
+def sha(uri: str) -> str:
+    return hashlib.sha256(storage.get_bytes(uri)).hexdigest()
+
+
+def test_every_published_file_carries_its_sha256_and_the_version_is_exactly_them(staged):
+    run = fresh(staged, "r1")
+    out = publish.publish(run)
+    manifest = releases.read_manifest(out["uri"])
+    files = {f["name"]: f for f in manifest["files"]}
+    assert {"train.rec", "train.idx", "val.rec", "bench.json", "report.html",
+            "quality/index.html", "summary.json", "source_manifest.jsonl"} <= set(files)
+    assert names.CHECKSUMS not in files
+    assert version_objects(out["uri"]) == set(files) | {names.MANIFEST, names.CLAIM}
+    for name, f in files.items():
+        assert sha(storage.join(out["uri"], name)) == f["sha256"], name
+    assert releases.read_latest(run.spec)["uri"] == out["uri"]
+
+
+def test_stale_files_of_a_killed_attempt_are_not_published(staged):
+    run = fresh(staged, "r1")
+    stale = ["quality/validations/killed-attempt.html", "report-old.html"]
+    for key in stale:  # what a killed earlier attempt left in staging out/
+        storage.put_bytes(run.output(key), b"<html>stale</html>")
+    out = publish.publish(run)
+    published = version_objects(out["uri"])
+    assert not set(stale) & published
+    assert published == {f["name"] for f in releases.read_manifest(out["uri"])["files"]} | {
+        names.MANIFEST, names.CLAIM}
+
+
+@pytest.mark.parametrize("writer_etag", [True, False], ids=["etag-recorded", "sha256-only"])
+def test_a_damaged_staged_train_rec_is_refused_and_latest_stays(staged, writer_etag):
+    first = publish.publish(fresh(staged, "good"))
+    run = fresh(staged, "damaged", publish_uri=staged_root(first))
+    if not writer_etag:  # the merge contract's entries: size and sha256 only
+        doc = storage.read_json(run.checksums("merge"))
+        for entry in doc["files"].values():
+            entry.pop("etag", None)
+        storage.write_json(run.checksums("merge"), doc)
+    data = bytearray(storage.get_bytes(run.output("train.rec")))
+    data[len(data) // 2] ^= 0xFF  # same size, one byte changed after merge
+    storage.put_bytes(run.output("train.rec"), bytes(data))
+    latest_before = storage.get_bytes(releases.latest_uri(run.spec))
+
+    with pytest.raises(ChecksumMismatch, match="train.rec"):
+        publish.publish(run)
+    assert storage.get_bytes(releases.latest_uri(run.spec)) == latest_before
+    assert not list(storage.list_objects(releases.version_uri(run.spec, run.version())))
+    assert [m["run_id"] for m in releases.versions(releases.dataset_root(run.spec))] == ["good"]
+
+
+def staged_root(published: dict) -> str:
+    """The publish.uri of a published version (``<publish.uri>/<name>/<version>``)."""
+    return published["uri"].rsplit("/", 2)[0]
+
+
+def race(runs: list[Run], version: str) -> dict:
+    """Publish every run to ``version`` at once (threads released together); returns each
+    run's result or the exception it raised."""
+    barrier, results = threading.Barrier(len(runs)), {}
+
+    def go(run: Run) -> None:
+        barrier.wait()
+        try:
+            results[run.run_id] = publish.publish(run, version=version)
+        except Exception as exc:  # noqa: BLE001 (the loser's error is the point)
+            results[run.run_id] = exc
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_two_concurrent_publishes_of_one_version_exactly_one_wins(staged):
+    for round_ in range(3):
+        pub = f"s3://{storage.split_s3(staged.publish.uri)[0]}/race"
+        runs = [fresh(staged, f"race-{s}{round_}", s, pub) for s in ("a", "b")]
+        expected = {r.run_id: publish.staged_files(r) for r in runs}
+        assert expected[runs[0].run_id]["train.rec"] != expected[runs[1].run_id]["train.rec"]
+        results = race(runs, f"v-race-{round_}")
+        won = [k for k, v in results.items() if isinstance(v, dict)]
+        lost = [v for v in results.values() if not isinstance(v, dict)]
+        assert len(won) == 1 and len(lost) == 1, results
+        assert isinstance(lost[0], VersionExistsError)
+        uri = results[won[0]]["uri"]
+        manifest = releases.read_manifest(uri)
+        assert manifest["run_id"] == won[0]
+        mine = expected[won[0]]
+        assert {f["name"]: f["sha256"] for f in manifest["files"]} == {
+            k: v["sha256"] for k, v in mine.items()}
+        for f in manifest["files"]:
+            assert sha(storage.join(uri, f["name"])) == mine[f["name"]]["sha256"], f["name"]
+        assert releases.read_latest(runs[0].spec)["run_id"] == won[0]
+
+
+def test_a_crash_mid_publish_is_invisible_then_resumed_or_cleaned(staged, monkeypatch):
+    crashed = fresh(staged, "crashed")
+    real_copy, calls = storage.copy_exact, []
+
+    def dies_after_three(src, dst):
+        calls.append(dst)
+        if len(calls) > 3:
+            raise ConnectionError("worker lost mid-publish")
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(storage, "copy_exact", dies_after_three)
+    with pytest.raises(ConnectionError):
+        publish.publish(crashed)
+    monkeypatch.setattr(storage, "copy_exact", real_copy)
+    root = releases.dataset_root(crashed.spec)
+    orphan = releases.version_uri(crashed.spec, crashed.version())
+    assert storage.exists(storage.join(orphan, names.CLAIM))
+    assert releases.read_manifest(orphan) is None
+    assert releases.versions(root) == [] and releases.read_latest(crashed.spec) is None
+
+    # another run publishes: the orphan is young (its publish may be alive), so it stays
+    other = fresh(staged, "other", publish_uri=crashed.spec.publish.uri)
+    publish.publish(other)
+    assert storage.exists(storage.join(orphan, names.CLAIM))
+    # the crashed run's retry resumes its own claim and completes the version
+    out = publish.publish(crashed)
+    assert out["uri"] == orphan
+    manifest = releases.read_manifest(orphan)
+    assert version_objects(orphan) == {f["name"] for f in manifest["files"]} | {
+        names.MANIFEST, names.CLAIM}
+    assert releases.read_latest(crashed.spec)["uri"] == orphan
+
+    # a crash never retried is removed by the next publish once it is older than the grace
+    never = fresh(staged, "never", publish_uri=crashed.spec.publish.uri)
+    calls.clear()
+    monkeypatch.setattr(storage, "copy_exact", dies_after_three)
+    with pytest.raises(ConnectionError):
+        publish.publish(never)
+    monkeypatch.setattr(storage, "copy_exact", real_copy)
+    dead = releases.version_uri(never.spec, never.version())
+    assert list(storage.list_objects(dead))
+    last = fresh(staged, "last", publish_uri=crashed.spec.publish.uri)
+    out = publish.publish(last, orphan_grace_s=0)
+    assert not list(storage.list_objects(dead))
+    assert releases.read_latest(last.spec)["uri"] == out["uri"]
+    assert [m["run_id"] for m in releases.versions(root)] == ["other", "crashed", "last"]
+
+
+def test_latest_moves_by_compare_and_swap_and_only_forward(bucket, monkeypatch):
+    uri = f"s3://{bucket}/ds/latest.json"
+    new = {"version": "v2", "run_id": "r2", "uri": "x/v2", "published_at": "2026-01-02"}
+    old = {"version": "v1", "run_id": "r1", "uri": "x/v1", "published_at": "2026-01-01"}
+    assert publish.advance_latest(uri, new)
+    assert not publish.advance_latest(uri, old)  # a late retry of an older version
+    assert storage.read_json(uri)["version"] == "v2"
+
+    real, seen = storage.get_with_etag, []
+
+    def stale_first(u):  # someone else moves latest.json between our read and our write
+        got = real(u)
+        if not seen:
+            seen.append(1)
+            storage.write_json(u, {**new, "version": "v3", "published_at": "2026-01-03"})
+        return got
+
+    monkeypatch.setattr(storage, "get_with_etag", stale_first)
+    newest = {"version": "v4", "run_id": "r4", "uri": "x/v4", "published_at": "2026-01-04"}
+    assert publish.advance_latest(uri, newest)
+    assert storage.read_json(uri)["version"] == "v4"
+    seen.clear()
+    assert not publish.advance_latest(uri, {**new, "published_at": "2026-01-02T12"})
+    assert storage.read_json(uri)["version"] == "v3"  # the racing writer's v3 beat it
+
+
+def test_conditional_writes_and_exact_multipart_copy(bucket, tmp_path):
+    for base in (f"s3://{bucket}", str(tmp_path)):
+        uri = storage.join(base, "c/once.json")
+        storage.write_json(uri, {"n": 1}, if_none_match=True)
+        with pytest.raises(storage.PreconditionFailed):
+            storage.write_json(uri, {"n": 2}, if_none_match=True)
+        with pytest.raises(storage.PreconditionFailed):
+            storage.write_json(uri, {"n": 3}, if_match="not-the-etag")
+        storage.write_json(uri, {"n": 4}, if_match=storage.head(uri).etag)
+        assert storage.read_json(uri) == {"n": 4}
+
+    client, key = storage.s3_client(), "big/two-parts.bin"
+    body = [bytes([i]) * (5 * 1024 * 1024 + i) for i in range(2)]
+    mpu = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = [{"PartNumber": n + 1, "ETag": client.upload_part(
+        Bucket=bucket, Key=key, UploadId=mpu, PartNumber=n + 1, Body=b)["ETag"]}
+        for n, b in enumerate(body)]
+    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mpu,
+                                     MultipartUpload={"Parts": parts})
+    src = storage.head(f"s3://{bucket}/{key}")
+    assert src.etag.endswith("-2")
+    dst = storage.copy_exact(f"s3://{bucket}/{key}", f"s3://{bucket}/copy/{key}")
+    assert (dst.size, dst.etag) == (src.size, src.etag)
+    entry = {"size": src.size, "parts": [{"size": len(b), "sha256": hashlib.sha256(b)
+                                          .hexdigest()} for b in body]}
+    assert releases.check_file(f"s3://{bucket}/copy/{key}", entry) is None
+    entry["parts"][1]["sha256"] = "0" * 64
+    assert "part 2" in releases.check_file(f"s3://{bucket}/copy/{key}", entry)
+
+
+def test_recforge_verify(staged, capsys):
+    from recforge.cli import main
+
+    out = publish.publish(fresh(staged, "v"))
+    root = releases.dataset_root(fresh(staged, "unused", publish_uri=staged_root(out)).spec)
+    assert main(["verify", out["uri"]]) == 0
+    assert main(["verify", root]) == 0  # the dataset prefix: its latest version
+    assert f"verified: {out['uri']}" in capsys.readouterr().out
+
+    rec = storage.join(out["uri"], "val.rec")
+    data = bytearray(storage.get_bytes(rec))
+    data[0] ^= 0xFF  # the first record's magic: a framing error as well as a checksum one
+    storage.put_bytes(rec, bytes(data))
+    storage.delete(storage.join(out["uri"], "summary.json"))
+    storage.put_bytes(storage.join(out["uri"], "extra.txt"), b"x")
+    assert main(["verify", out["uri"]]) == 1
+    text = capsys.readouterr().out
+    assert "val.rec: SHA-256" in text and "summary.json: missing" in text
+    assert "extra.txt: in the version but not in its manifest" in text
+    assert "RecordIO structure: val:" in text
+
+    assert main(["verify", storage.join(root, "no-such-version")]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["verify"])
+    assert exc.value.code == 2
