@@ -197,29 +197,34 @@ def test_a_crash_mid_publish_is_invisible_then_resumed_or_cleaned(staged, monkey
 
 
 def test_latest_moves_by_compare_and_swap_and_only_forward(bucket, monkeypatch):
+    def pointer(version: str, day: str) -> dict:
+        return {"version": version, "run_id": f"r-{version}", "uri": f"x/{version}",
+                "published_at": f"2026-01-{day}"}
+
     uri = f"s3://{bucket}/ds/latest.json"
-    new = {"version": "v2", "run_id": "r2", "uri": "x/v2", "published_at": "2026-01-02"}
-    old = {"version": "v1", "run_id": "r1", "uri": "x/v1", "published_at": "2026-01-01"}
-    assert publish.advance_latest(uri, new)
-    assert not publish.advance_latest(uri, old)  # a late retry of an older version
+    assert publish.advance_latest(uri, pointer("v2", "02"))
+    assert not publish.advance_latest(uri, pointer("v1", "01"))  # a late retry of an older one
     assert storage.read_json(uri)["version"] == "v2"
 
-    real, seen = storage.get_with_etag, []
+    real, raced = storage.get_with_etag, []
 
-    def stale_first(u):  # someone else moves latest.json between our read and our write
+    def racer_moves_it(u):  # another publish moves latest.json between our read and write
         got = real(u)
-        if not seen:
-            seen.append(1)
-            storage.write_json(u, {**new, "version": "v3", "published_at": "2026-01-03"})
+        if not raced:
+            raced.append(u)
+            storage.write_json(u, pointer("v3", "03"))
         return got
 
-    monkeypatch.setattr(storage, "get_with_etag", stale_first)
-    newest = {"version": "v4", "run_id": "r4", "uri": "x/v4", "published_at": "2026-01-04"}
-    assert publish.advance_latest(uri, newest)
-    assert storage.read_json(uri)["version"] == "v4"
-    seen.clear()
-    assert not publish.advance_latest(uri, {**new, "published_at": "2026-01-02T12"})
-    assert storage.read_json(uri)["version"] == "v3"  # the racing writer's v3 beat it
+    monkeypatch.setattr(storage, "get_with_etag", racer_moves_it)
+    # newer than what we read (v2), older than what the racer wrote (v3): If-Match refuses
+    assert not publish.advance_latest(uri, pointer("v2b", "02T12"))
+    assert storage.read_json(uri)["version"] == "v3"
+    raced.clear()  # likewise the very first latest.json: If-None-Match refuses
+    first = f"s3://{bucket}/other/latest.json"
+    assert not publish.advance_latest(first, pointer("v2", "02"))
+    assert storage.read_json(first)["version"] == "v3"
+    assert publish.advance_latest(first, pointer("v4", "04"))
+    assert storage.read_json(first)["version"] == "v4"
 
 
 def test_conditional_writes_and_exact_multipart_copy(bucket, tmp_path):
@@ -278,3 +283,15 @@ def test_recforge_verify(staged, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["verify"])
     assert exc.value.code == 2
+
+
+def test_two_runs_choosing_a_version_in_one_second_do_not_collide():
+    from datetime import UTC, datetime
+
+    from recforge.run import new_version
+
+    now = datetime(2026, 12, 1, 13, 0, 0, tzinfo=UTC)
+    assert new_version(now, "run-a") != new_version(now, "run-b")
+    assert new_version(now, "run-a").startswith("v20261201T130000Z-")
+    assert sorted([new_version(now.replace(second=1), "a"), new_version(now, "z")])[0] \
+        .startswith("v20261201T130000Z")
