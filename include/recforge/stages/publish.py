@@ -123,14 +123,17 @@ def _claim(run: Run, target: str) -> None:
     written nothing. This run's own claim (a retry) is resumed."""
     uri = storage.join(target, names.CLAIM)
     doc = {"run_id": run.run_id, "claimed_at": datetime.now(UTC).isoformat()}
-    try:
-        storage.write_json(uri, doc, if_none_match=True)
-    except storage.PreconditionFailed:
-        pass
-    claim = storage.read_json(uri) if storage.exists(uri) else {}
-    if claim.get("run_id") != run.run_id:  # read back: whoever the server kept owns it
+    for _ in range(3):  # a claim can vanish between our write and our read: a refused
+        try:            # publish removing its partial version; then the version is free
+            storage.write_json(uri, doc, if_none_match=True)
+        except storage.PreconditionFailed:
+            pass
+        claim = storage.read_json(uri) if storage.exists(uri) else None
+        if claim is not None:
+            break
+    if (claim or {}).get("run_id") != run.run_id:  # read back: the one the server kept owns it
         manifest = releases.read_manifest(target)
-        raise _exists(target, (manifest or claim).get("run_id"))
+        raise _exists(target, (manifest or claim or {}).get("run_id"))
     if claim.get("claimed_at") != doc["claimed_at"]:
         log.info("publish: resuming this run's incomplete publish of %s", target)
 
