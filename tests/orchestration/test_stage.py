@@ -33,6 +33,7 @@ FAILURES = [
     errors.ReconciliationError("counts do not reconcile"),
     errors.ValidationFailed("structural validation failed"),
     errors.VersionExistsError("v1 was already published"),
+    errors.ChecksumMismatch("train.rec: SHA-256 ab…, expected cd…"),
     LoaderBenchError("max_crop_size 300 is larger than the smallest image"),
     BenchFloorsFailed(["images_per_sec 10 < 100"]),
     QualityGateFailed(GATE_RESULT),
