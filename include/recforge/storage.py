@@ -80,14 +80,20 @@ def local_path(uri: str) -> Path:
     return Path(uri)
 
 
+def _listing(prefix_uri: str, **kwargs) -> tuple[str, Iterator[dict]]:
+    """``(prefix with its trailing slash, pages of list_objects_v2)`` for an S3 prefix."""
+    bucket, prefix = split_s3(prefix_uri)
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    paginator = s3_client().get_paginator("list_objects_v2")
+    return prefix, paginator.paginate(Bucket=bucket, Prefix=prefix, **kwargs)
+
+
 def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
     """Every object under a prefix (paginated; keys relative to the prefix, sorted)."""
     if is_s3(prefix_uri):
-        bucket, prefix = split_s3(prefix_uri)
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        paginator = s3_client().get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        prefix, pages = _listing(prefix_uri)
+        for page in pages:
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'))
         return
@@ -375,14 +381,9 @@ def delete_prefix(prefix_uri: str) -> int:
 def list_dirs(prefix_uri: str) -> list[str]:
     """The immediate sub-folders of a prefix (names, sorted): one delimiter listing on S3."""
     if is_s3(prefix_uri):
-        bucket, prefix = split_s3(prefix_uri)
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        paginator = s3_client().get_paginator("list_objects_v2")
-        out = [p["Prefix"][len(prefix):].rstrip("/")
-               for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
-               for p in page.get("CommonPrefixes", [])]
-        return sorted(out)
+        prefix, pages = _listing(prefix_uri, Delimiter="/")
+        return sorted(p["Prefix"][len(prefix):].rstrip("/")
+                      for page in pages for p in page.get("CommonPrefixes", []))
     root = local_path(prefix_uri)
     return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 

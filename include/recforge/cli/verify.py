@@ -5,7 +5,8 @@ or a dataset prefix (``<publish.uri>/<name>``: its latest complete version). Eve
 manifest lists must exist with its size and SHA-256 (a file recorded in ``parts`` is hashed
 part by part with ranged reads), the version must hold no other file, and the RecordIO
 structure must be sound (``recforge.format.validate``). Exit 0: verified; 1: something
-differs (each difference is printed); 2: URI is no published version or dataset.
+differs (each difference is printed); 2: URI is no published version or dataset. A version
+published before manifests carried SHA-256s reports "no SHA-256 recorded" for its files.
 """
 
 from __future__ import annotations
