@@ -6,6 +6,7 @@ version end to end. Against the moto server, through the real S3 protocol."""
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import uuid
 
@@ -295,3 +296,45 @@ def test_two_runs_choosing_a_version_in_one_second_do_not_collide():
     assert new_version(now, "run-a").startswith("v20261201T130000Z-")
     assert sorted([new_version(now.replace(second=1), "a"), new_version(now, "z")])[0] \
         .startswith("v20261201T130000Z")
+
+
+KILLED_PUBLISH = """
+import json, os, signal, sys
+from recforge import storage
+from recforge.run import Run
+from recforge.spec import parse_spec
+from recforge.stages import publish
+
+spec, run_id = parse_spec(json.loads(sys.argv[1])), sys.argv[2]
+real, calls = storage.copy_exact, []
+
+def copy_then_die(src, dst):
+    calls.append(dst)
+    if len(calls) > 3:  # SIGKILL: no except, no finally, no abort of a multipart copy
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst)
+
+storage.copy_exact = copy_then_die
+publish.publish(Run(spec, run_id))
+"""
+
+
+def test_a_publish_killed_with_sigkill_is_invisible_and_resumed(staged):
+    import subprocess
+    import sys
+
+    run = fresh(staged, "killed")
+    proc = subprocess.run([sys.executable, "-c", KILLED_PUBLISH,
+                           json.dumps(run.spec.model_dump(mode="json")), run.run_id],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr
+    version = releases.version_uri(run.spec, run.version())
+    assert storage.exists(storage.join(version, names.CLAIM))
+    assert releases.read_manifest(version) is None and releases.read_latest(run.spec) is None
+    out = publish.publish(run)  # the task's retry
+    assert out["uri"] == version
+    files = {f["name"]: f for f in releases.read_manifest(version)["files"]}
+    assert version_objects(version) == set(files) | {names.MANIFEST, names.CLAIM}
+    for name, f in files.items():
+        assert sha(storage.join(version, name)) == f["sha256"], name
+    assert releases.read_latest(run.spec)["uri"] == version

@@ -113,9 +113,11 @@ def staged_files(run: Run) -> dict[str, dict]:
     return files
 
 
-def _exists(target: str, owner: str | None) -> VersionExistsError:
-    return VersionExistsError(f"{target} was already published by run {owner!r}; published "
-                              "versions are never overwritten — choose another version")
+def _exists(target: str, owner: str | None, claimed: bool = False) -> VersionExistsError:
+    what = "is claimed (being published, or a crashed publish)" if claimed else \
+        "was already published"
+    return VersionExistsError(f"{target} {what} by run {owner!r}; published versions are "
+                              "never overwritten — choose another version")
 
 
 def _claim(run: Run, target: str) -> None:
@@ -133,7 +135,7 @@ def _claim(run: Run, target: str) -> None:
             break
     if (claim or {}).get("run_id") != run.run_id:  # read back: the one the server kept owns it
         manifest = releases.read_manifest(target)
-        raise _exists(target, (manifest or claim or {}).get("run_id"))
+        raise _exists(target, (manifest or claim or {}).get("run_id"), claimed=not manifest)
     if claim.get("claimed_at") != doc["claimed_at"]:
         log.info("publish: resuming this run's incomplete publish of %s", target)
 
