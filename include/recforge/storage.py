@@ -77,7 +77,7 @@ def transferred() -> Transfer:
 
 
 def _count_transfers(client) -> None:
-    """botocore event hooks: the key rides in the call's context from before-call to
+    """botocore event hooks: the key rides in the call's context from parameter build to
     after-call; uploads are counted from the request's Content-Length as it is sent."""
     def remember_key(params, context, **_):
         context["recforge_key"] = params.get("Key", "")
@@ -95,7 +95,7 @@ def _count_transfers(client) -> None:
             _TRANSFER.up += n
 
     events = client.meta.events
-    events.register("before-call.s3.GetObject", remember_key)
+    events.register("before-parameter-build.s3.GetObject", remember_key)
     events.register("after-call.s3.GetObject", got)
     for op in ("PutObject", "UploadPart"):
         events.register(f"before-send.s3.{op}", sent)
@@ -430,13 +430,17 @@ def plan_compose(sizes: list[int]) -> list[tuple[str, int, int, int]]:
     (``UploadPartCopy``); ``("upload", first, last, nbytes)`` is parts ``first..last`` that
     are too small to be a piece alone, downloaded, concatenated and sent as one piece.
 
-    A run of small parts (< 5 MiB) takes in the parts after it until it holds 5 MiB, so only
-    small parts (and at most the one part that completes a run) move through this process;
-    the last piece may be small. Parts over 5 GiB are copied in equal ranges."""
+    Only the last piece may be under 5 MiB, so the last part is always copied, and a run of
+    small parts before it takes in the parts after it until it holds 5 MiB: only small parts
+    (and at most the one part that completes a run) move through this process. Empty parts
+    are left out; parts over 5 GiB are copied in equal ranges."""
     pieces: list[tuple[str, int, int, int]] = []
     first, pending = None, 0
+    last = max((i for i, size in enumerate(sizes) if size), default=-1)
     for i, size in enumerate(sizes):
-        if first is not None or size < MIN_PART:
+        if not size:
+            continue
+        if first is not None or (size < MIN_PART and i != last):  # the last may be small
             first = i if first is None else first
             pending += size
             if pending >= MIN_PART:
@@ -445,7 +449,7 @@ def plan_compose(sizes: list[int]) -> list[tuple[str, int, int, int]]:
             continue
         n = -(-size // MAX_PART)
         pieces += [("copy", i, size * j // n, size * (j + 1) // n) for j in range(n)]
-    if first is not None and (pending or not pieces):
+    if first is not None:
         pieces.append(("upload", first, len(sizes) - 1, pending))
     if len(pieces) > MAX_PARTS:
         raise ValueError(f"composing {len(sizes)} parts needs {len(pieces)} multipart pieces; "
