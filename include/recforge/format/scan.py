@@ -31,43 +31,38 @@ from recforge.format import recordio
 MAX_DIGITS = 18  # an int64 holds every 18-digit number
 MAX_LST_KEY_DIGITS = 15  # .lst rows parse as float64: exact below 2^53
 
-_NUMERIC = np.zeros(256, bool)  # what the number fields of a canonical .idx/.lst hold
-_NUMERIC[ord("0"):ord("9") + 1] = True
-_NUMERIC[[9, 10, ord(".")]] = True
-_IDX_BYTES = _NUMERIC.copy()
-_IDX_BYTES[ord(".")] = False
-# bytes str.splitlines() also breaks on (alone, or inside U+0085, U+2028, U+2029)
-_ODD_BYTES = np.zeros(256, bool)
-_ODD_BYTES[[0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0xA8, 0xA9]] = True
-_ODD_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\xc2\x85",
-               b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+_DIGITS = np.zeros(256, bool)  # what a number field and its separator may hold
+_DIGITS[ord("0"):ord("9") + 1] = True
+_DIGITS[[9, 10]] = True
+_DECIMAL = _DIGITS.copy()
+_DECIMAL[ord(".")] = True
+# the UTF-8 of U+0085, U+2028, U+2029, which str.splitlines() breaks on
+_ODD_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 
 
 def _table(buf: np.ndarray, tabs_per_line: int):
     """``(line starts, tab positions (n, tabs_per_line), newline positions)`` of a text with
-    exactly ``tabs_per_line`` tabs on every line and a final newline; else None."""
+    exactly ``tabs_per_line`` tabs on every line, a final newline and no other control
+    character (``\\r`` and the like would be line breaks to ``str.splitlines``); else None."""
     if not len(buf) or buf[-1] != 10:
         return None
     nl = np.flatnonzero(buf == 10)
     tabs = np.flatnonzero(buf == 9)
     n = len(nl)
-    if len(tabs) != n * tabs_per_line:
+    if len(tabs) != n * tabs_per_line or np.count_nonzero(buf < 32) != n + len(tabs):
         return None
-    if not np.array_equal(np.searchsorted(nl, tabs), np.repeat(np.arange(n), tabs_per_line)):
-        return None
+    tabs = tabs.reshape(n, tabs_per_line)
     starts = np.empty(n, np.int64)
     starts[0] = 0
     starts[1:] = nl[:-1] + 1
-    return starts, tabs.reshape(n, tabs_per_line), nl
-
-
-def _widths_ok(begin: np.ndarray, end: np.ndarray, most: int) -> bool:
-    widths = end - begin
-    return bool(widths.min() >= 1 and widths.max() <= most)
+    # as many tabs as the lines need, in order: each line has its share iff each lies in it
+    if not ((tabs[:, 0] >= starts).all() and (tabs[:, -1] < nl).all()):
+        return None
+    return starts, tabs, nl
 
 
 def _parse(text: bytes, dtype, n: int) -> np.ndarray | None:
-    """``n`` rows of two whitespace-separated numbers, or None if the text has others."""
+    """``n`` rows of two whitespace-separated numbers, or None if the text holds others."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         try:
@@ -81,45 +76,49 @@ def parse_idx(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     """``(keys, offsets)`` of a canonical ``.idx`` (``key<TAB>offset`` lines), else None."""
     buf = np.frombuffer(data, np.uint8)
     table = _table(buf, 1)
-    if table is None or not _IDX_BYTES[buf].all():
+    if table is None or not _DIGITS[buf].all():
         return None
     starts, tabs, nl = table
-    if not (_widths_ok(starts, tabs[:, 0], MAX_DIGITS)
-            and _widths_ok(tabs[:, 0] + 1, nl, MAX_DIGITS)):
+    t = tabs[:, 0]
+    if (t - starts).min() < 1 or (t - starts).max() > MAX_DIGITS \
+            or (nl - t).min() < 2 or (nl - t).max() > MAX_DIGITS + 1:
         return None
     rows = _parse(data, np.int64, len(nl))
-    return None if rows is None else (rows[:, 0].copy(), rows[:, 1].copy())
+    if rows is None:
+        return None
+    return rows[:, 0].copy(), rows[:, 1].copy()
 
 
 def parse_lst(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     """``(keys, labels)`` of a canonical single-label ``.lst`` (``key<TAB>label<TAB>path``,
     UTF-8), else None."""
     buf = np.frombuffer(data, np.uint8)
-    if _ODD_BYTES[buf].any() and any(b in data for b in _ODD_BREAKS):
-        return None
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    if (buf >= 0x80).any():  # not ASCII: must be UTF-8 without the other line breaks
+        if any(b in data for b in _ODD_BREAKS):
+            return None
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     table = _table(buf, 2)
     if table is None:
         return None
-    starts, tabs, nl = table
+    starts, tabs, _ = table
     t1, t2 = tabs[:, 0], tabs[:, 1]
-    if not (_widths_ok(starts, t1, MAX_LST_KEY_DIGITS) and _widths_ok(t1 + 1, t2, 32)):
+    if (t1 - starts).min() < 1 or (t1 - starts).max() > MAX_LST_KEY_DIGITS \
+            or (t2 - t1).min() < 2 or (t2 - t1).max() > 32:
         return None
-    edges = np.zeros(len(buf) + 1, np.int8)  # keep key<TAB>label<TAB>, drop the path
+    edges = np.zeros(len(buf) + 1, np.int8)  # 1: key<TAB>, 2: label<TAB>, 0: the path
     edges[starts] = 1
-    edges[t2 + 1] = -1
-    chars = buf[np.cumsum(edges[:-1], dtype=np.int8).astype(bool)]
-    if not _NUMERIC[chars].all():
+    edges[t1 + 1] = 1
+    edges[t2 + 1] = -2
+    region = np.cumsum(edges[:-1], dtype=np.int8)
+    if ((region == 1) & (buf == ord("."))).any():  # int() refuses a key with a point
         return None
-    dots = np.flatnonzero(buf == ord("."))
-    line = np.searchsorted(nl, dots)
-    numeric = dots < t2[line]
-    if not (dots[numeric] > t1[line[numeric]]).all():  # a '.' in a key: int() refuses it
+    chars = buf[region.astype(bool)]
+    if not _DECIMAL[chars].all():
         return None
-    rows = _parse(chars.tobytes(), np.float64, len(nl))
+    rows = _parse(chars.tobytes(), np.float64, len(t1))
     return None if rows is None else (rows[:, 0].astype(np.int64), rows[:, 1].copy())
 
 
