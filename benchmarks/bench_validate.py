@@ -76,8 +76,8 @@ def recforge_validate(root: Path) -> int:
     from recforge.cli import main
 
     with contextlib.redirect_stdout(io.StringIO()) as out:
-        assert main(["validate", str(root)]) == 0, out.getvalue()
-    return validate.validate_split_fast(root, "train", 1000).records
+        assert main(["validate", str(root), "--json"]) == 0, out.getvalue()
+    return json.loads(out.getvalue())["splits"]["train"]["records"]
 
 
 PATHS = [("record by record (before)", record_by_record), ("mx.recordio read loop", mxnet_read),
