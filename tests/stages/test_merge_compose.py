@@ -4,6 +4,7 @@ concatenation, which MXNet reads record by record."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -193,3 +194,43 @@ def test_plan_compose_keeps_s3s_part_rules(sizes, kinds):
 def test_plan_compose_refuses_more_than_10000_pieces():
     with pytest.raises(ValueError, match="at most 10000"):
         storage.plan_compose([6 * MiB] * 10_001)
+
+
+def test_mask_streams_are_composed_and_aligned_on_s3(bucket, tmp_path):
+    from recforge.segmentation import pack as segpack
+    from tests.segmentation.test_pack import LOSSLESS, pairs
+
+    run = Run(_spec(bucket), "seg")
+    storage.write_json(run.classes, {"num_classes": 10, "ignore_index": 255})
+    for stage in ("ingest", "flatten"):
+        storage.put_bytes(run.stage_quarantine(stage), b"")
+    listed = []
+    for i, (start, n) in enumerate([(0, 3), (3, 2)]):
+        work = tmp_path / f"train-{i:05d}"
+        segpack.pack_pairs([dataclasses.replace(p, row={**p.row, "split": "train"})
+                            for p in pairs(n, start=start)], work, LOSSLESS)
+        pack.upload_shard(run, f"train-{i:05d}", work, masks=True)
+        listed += [k for p in pairs(n, start=start) for k in (p.row["source_key"],
+                                                             p.row["mask_key"])]
+    storage.write_json(run.shard_list, {"shards": ["train-00000", "train-00001"]})
+    storage.write_jsonl(run.source_manifest, [{"key": k} for k in listed])
+    summary = merge.merge(run)
+    assert summary["listed"] == 10 and summary["packed"] == 10 and summary["splits"] == {
+        "train": 5}
+    sums = storage.read_json(run.output(names.CHECKSUMS))["files"]
+    assert len(sums["train_mask.rec"]["parts"]) == 2 and "train_mask.idx" in sums
+    records = storage.read_jsonl(run.output(names.RECORDS))
+    mask_idx = storage.get_bytes(run.output("train_mask.idx")).decode().splitlines()
+    assert [r["mask_offset"] for r in records] == [int(ln.split("\t")[1]) for ln in mask_idx]
+    assert validate.validate(run)["checked"] == "composition"
+    storage.put_bytes(run.output("train_mask.idx"), "\n".join(mask_idx[:-1]).encode() + b"\n")
+    with pytest.raises(ValidationFailed, match="train_mask"):
+        validate.validate(run)
+
+
+def test_a_shard_without_its_metadata_fails_the_merge_naming_it(bucket, tmp_path):
+    run, _ = _staged_run(bucket, tmp_path, [2])
+    storage.s3_client().delete_object(
+        Bucket=bucket, Key=storage.split_s3(run.shard_output("train-00000", names.SHARD_META))[1])
+    with pytest.raises(ValidationFailed, match="train-00000/shard.json is missing.*pack task"):
+        merge.merge(run)

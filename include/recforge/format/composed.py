@@ -98,7 +98,7 @@ def _records_by_split(prefix: str) -> dict[str, dict[str, np.ndarray]]:
     """``records.jsonl``'s key, offset and mask offset per split, sorted by key."""
     cols: dict[str, dict[str, list[int]]] = {}
     for row in storage.iter_jsonl(storage.join(prefix, names.RECORDS)):
-        c = cols.setdefault(row["split"], {"key": [], "offset": [], "mask_offset": []})
+        c = cols.setdefault(row.get("split"), {"key": [], "offset": [], "mask_offset": []})
         c["key"].append(row["key"])
         c["offset"].append(row["offset"])
         c["mask_offset"].append(row.get("mask_offset", -1))

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recforge import quarantine, storage
-from recforge.errors import ReconciliationError
+from recforge.errors import ReconciliationError, ValidationFailed
 from recforge.format import names
 from recforge.format.names import SPLITS
 from recforge.progress import Progress
@@ -109,7 +109,12 @@ class Shard:
 
     @classmethod
     def read(cls, uri: str) -> Shard:
-        meta = storage.read_json(storage.join(uri, names.SHARD_META))
+        meta_uri = storage.join(uri, names.SHARD_META)
+        if not storage.exists(meta_uri):
+            raise ValidationFailed(
+                f"{meta_uri} is missing: the shard was packed by a recforge that wrote no "
+                "checksums, or its upload did not finish; clear its pack task and run it again")
+        meta = storage.read_json(meta_uri)
         return cls(uri, meta["files"], bool(meta.get("masks")))
 
     @classmethod
