@@ -1,7 +1,8 @@
 """The merge task, side by side: bytes moved and time through the composed merge (S3
 server-side ``UploadPartCopy``) against the download + concatenate + upload merge it
 replaces, on the local moto S3 server; then the bookkeeping of a 1.28 M-record merge
-(ImageNet's count, tiny records, local staging) with its peak RSS.
+(ImageNet's count, tiny records, local staging) with its peak RSS, and the validate stage's
+composition check of it.
 
     PYTHONPATH=include .venv/bin/python benchmarks/bench_merge.py [--shards 24]
         [--shard-mib 10] [--records 1280000] [--skip-bookkeeping]
@@ -158,6 +159,14 @@ def bookkeeping_section(args) -> None:
         print(f"\nbookkeeping: {summary['packed']:,} records in 1,024 shards (local staging, "
               f"staged in {staged:.0f} s): merge {seconds:.1f} s, peak RSS "
               f"{peak / 1024:.0f} MiB (before merging: {rss0 / 1024:.0f} MiB)")
+        from recforge.stages import validate
+
+        started = time.perf_counter()
+        checked = validate.validate(run)
+        seconds = time.perf_counter() - started
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(f"validate stage ({checked['checked']}): {seconds:.1f} s, peak RSS so far "
+              f"{peak / 1024:.0f} MiB")
 
 
 def stage_local(root: str, records: int) -> None:
