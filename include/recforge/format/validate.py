@@ -8,6 +8,11 @@ header ids equal to ``.idx`` keys, ``.lst`` labels equal to header labels, and i
 in [0, N) where N comes from ``classes.json``. Segmentation splits (``<split>_mask.idx``
 present, or ``ignore_index`` in ``classes.json``) also get ``format.paired.validate_mask_split``:
 aligned keys, single-channel PNG masks of the image's size, values in [0, N) or ignore.
+
+Each split is first tried by the header-only scan (``format.scan``: numpy over the whole
+``.idx``/``.lst`` and a memory-mapped ``.rec`` read at the ``.idx`` offsets only), which
+proves a canonical split valid at a million records a second; anything it does not
+recognise goes record by record (``validate_split_records``), which names every failure.
 """
 
 from __future__ import annotations
