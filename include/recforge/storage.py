@@ -11,12 +11,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -45,9 +46,61 @@ def s3_client():
             config=Config(retries={"max_attempts": 8, "mode": "adaptive"},
                           s3={"addressing_style": "path"}),
         )
+        _count_transfers(client)
         _local.client = (pid, client)
         return client
     return cached[1]
+
+
+@dataclass
+class Transfer:
+    """Body bytes this process moved through S3 clients: ``down`` (GetObject responses),
+    ``up`` (PutObject/UploadPart requests), ``down_by_suffix`` (``.rec``: ...). A server-side
+    copy (CopyObject, UploadPartCopy) moves none."""
+
+    down: int = 0
+    up: int = 0
+    down_by_suffix: dict[str, int] = field(default_factory=dict)
+
+    def minus(self, before: Transfer) -> Transfer:
+        return Transfer(self.down - before.down, self.up - before.up, {
+            k: v - before.down_by_suffix.get(k, 0) for k, v in self.down_by_suffix.items()
+            if v != before.down_by_suffix.get(k, 0)})
+
+
+_TRANSFER = Transfer()
+_TRANSFER_LOCK = threading.Lock()
+
+
+def transferred() -> Transfer:
+    """A snapshot of the bytes moved so far; ``transferred().minus(before)`` is one task's."""
+    with _TRANSFER_LOCK:
+        return Transfer(_TRANSFER.down, _TRANSFER.up, dict(_TRANSFER.down_by_suffix))
+
+
+def _count_transfers(client) -> None:
+    """botocore event hooks: the key rides in the call's context from parameter build to
+    after-call; uploads are counted from the request's Content-Length as it is sent."""
+    def remember_key(params, context, **_):
+        context["recforge_key"] = params.get("Key", "")
+
+    def got(parsed, context, **_):
+        n = int(parsed.get("ContentLength") or 0) if isinstance(parsed, dict) else 0
+        suffix = Path(context.get("recforge_key", "")).suffix
+        with _TRANSFER_LOCK:
+            _TRANSFER.down += n
+            _TRANSFER.down_by_suffix[suffix] = _TRANSFER.down_by_suffix.get(suffix, 0) + n
+
+    def sent(request, **_):
+        n = int(request.headers.get("Content-Length") or 0)
+        with _TRANSFER_LOCK:
+            _TRANSFER.up += n
+
+    events = client.meta.events
+    events.register("before-parameter-build.s3.GetObject", remember_key)
+    events.register("after-call.s3.GetObject", got)
+    for op in ("PutObject", "UploadPart"):
+        events.register(f"before-send.s3.{op}", sent)
 
 
 def join(base: str, *parts: str) -> str:
@@ -408,31 +461,68 @@ def read_json(uri: str):
     return json.loads(get_bytes(uri).decode("utf-8"))
 
 
-def write_json(uri: str, obj, **conditions) -> str:
-    """Write ``obj`` as JSON; returns its SHA-256. ``conditions``: see :func:`put_bytes`."""
+def json_bytes(obj) -> bytes:
+    """The bytes ``write_json`` writes for ``obj``."""
     import json
 
-    return put_bytes(uri, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-                     .encode("utf-8"), "application/json", **conditions)
+    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_json(uri: str, obj, **conditions) -> str:
+    """Write ``obj`` as JSON; returns its SHA-256. ``conditions``: see :func:`put_bytes`."""
+    return put_bytes(uri, json_bytes(obj), "application/json", **conditions)
+
+
+def iter_lines(uri: str, digest=None) -> Iterator[bytes]:
+    """The lines of an object (split on ``\\n`` only, without it), streamed; ``digest`` (a
+    ``hashlib`` object) sees every byte on the way, so one read both parses and checksums."""
+    pending = b""
+    for chunk in iter_chunks(uri):
+        if digest is not None:
+            digest.update(chunk)
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        yield from lines
+    if pending:
+        yield pending
 
 
 def iter_jsonl(uri: str) -> Iterator[dict]:
     """The rows of a JSON-lines object one by one, without holding the whole text."""
     import json
 
-    if is_s3(uri):
-        bucket, key = split_s3(uri)
-        body = s3_client().get_object(Bucket=bucket, Key=key)["Body"]
-        lines = body.iter_lines(chunk_size=1 << 20)
-    else:
-        lines = open(local_path(uri), "rb")  # noqa: SIM115 (closed when exhausted below)
-    try:
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
-    finally:
-        if hasattr(lines, "close"):
-            lines.close()
+    for line in iter_lines(uri):
+        if line.strip():
+            yield json.loads(line)
+
+
+class HashingWriter:
+    """A local binary file that keeps its size and SHA-256 as it is written (a context
+    manager); ``digest()`` is ``file_digest``'s answer without reading the file again."""
+
+    def __init__(self, path: str | os.PathLike):
+        import hashlib
+
+        self._f = open(path, "wb")  # noqa: SIM115 (closed by close/__exit__)
+        self._h = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self._f.write(data)
+        self._h.update(data)
+        self.size += len(data)
+
+    def digest(self) -> dict:
+        return {"size": self.size, "sha256": self._h.hexdigest()}
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> HashingWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def read_jsonl(uri: str) -> list[dict]:
@@ -519,6 +609,158 @@ def get_range(uri: str, start: int, length: int) -> bytes:
     with open(local_path(uri), "rb") as f:
         f.seek(start)
         return f.read(length)
+
+
+def file_digest(path: str | os.PathLike) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of a local file, read in 1 MiB chunks."""
+    import hashlib
+
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def size_of(uri: str) -> int:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return int(s3_client().head_object(Bucket=bucket, Key=key)["ContentLength"])
+    return local_path(uri).stat().st_size
+
+
+def iter_chunks(uri: str, size: int = 1 << 20) -> Iterator[bytes]:
+    """An object's bytes, streamed in chunks of at most ``size``."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        body = s3_client().get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            yield from body.iter_chunks(size)
+        finally:
+            body.close()
+        return
+    with open(local_path(uri), "rb") as f:
+        while chunk := f.read(size):
+            yield chunk
+
+
+MIN_PART = 5 * 1024**2  # S3: every part of a multipart upload but the last is at least this
+MAX_PART = 5 * 1024**3  # S3: the largest part, and the largest range one UploadPartCopy copies
+MAX_PARTS = 10_000  # S3: parts in one multipart upload
+COMPOSE_THREADS = 8
+
+
+def plan_compose(sizes: list[int]) -> list[tuple[str, int, int, int]]:
+    """The pieces of a multipart upload that concatenates parts of these sizes, in order:
+    ``("copy", part, start, end)`` is a byte range of one part that S3 copies server-side
+    (``UploadPartCopy``); ``("upload", first, last, nbytes)`` is parts ``first..last`` that
+    are too small to be a piece alone, downloaded, concatenated and sent as one piece.
+
+    Only the last piece may be under 5 MiB, so the last part is always copied, and a run of
+    small parts before it takes in the parts after it until it holds 5 MiB: only small parts
+    (and at most the one part that completes a run) move through this process. Empty parts
+    are left out; parts over 5 GiB are copied in equal ranges."""
+    pieces: list[tuple[str, int, int, int]] = []
+    first, pending = None, 0
+    last = max((i for i, size in enumerate(sizes) if size), default=-1)
+    for i, size in enumerate(sizes):
+        if not size:
+            continue
+        if first is not None or (size < MIN_PART and i != last):  # the last may be small
+            first = i if first is None else first
+            pending += size
+            if pending >= MIN_PART:
+                pieces.append(("upload", first, i, pending))
+                first, pending = None, 0
+            continue
+        n = -(-size // MAX_PART)
+        pieces += [("copy", i, size * j // n, size * (j + 1) // n) for j in range(n)]
+    if first is not None:
+        pieces.append(("upload", first, len(sizes) - 1, pending))
+    if len(pieces) > MAX_PARTS:
+        raise ValueError(f"composing {len(sizes)} parts needs {len(pieces)} multipart pieces; "
+                         f"S3 allows at most {MAX_PARTS}: use fewer, larger parts")
+    return pieces
+
+
+def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list[int]:
+    """Write ``dest`` as the concatenation of ``parts`` (URIs, in order); returns each part's
+    byte offset in ``dest``. ``sizes`` (the parts' sizes, when known) saves a HEAD each.
+
+    Between S3 objects this is a multipart upload of server-side copies
+    (``plan_compose``): the bytes of parts of 5 MiB or more never pass through this
+    process. Anywhere else (a local ``dest`` or local parts) the bytes are concatenated."""
+    import logging
+    import tempfile
+
+    from recforge.progress import Progress
+
+    sizes = list(sizes) if sizes is not None else [size_of(p) for p in parts]
+    bases = [0, *itertools.accumulate(sizes)][:len(sizes)]
+    log = logging.getLogger(__name__)
+
+    def concatenated(chosen: list[str], out) -> None:
+        for uri in chosen:
+            for chunk in iter_chunks(uri):
+                out.write(chunk)
+
+    pieces = plan_compose(sizes) if is_s3(dest) and all(map(is_s3, parts)) else []
+    if len(pieces) == 1 and pieces[0][0] == "copy" and sizes[pieces[0][1]] == sum(sizes):
+        copy(parts[pieces[0][1]], dest)
+        return bases
+    if not is_s3(dest):
+        path = local_path(dest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".partial")
+        with open(tmp, "wb") as out:
+            concatenated(parts, out)
+        tmp.replace(path)
+        return bases
+    if len(pieces) <= 1:
+        with tempfile.TemporaryDirectory(prefix="recforge-compose-") as tmp:
+            joined = Path(tmp) / "joined"
+            with open(joined, "wb") as out:
+                concatenated(parts, out)
+            upload(joined, dest)
+        return bases
+
+    bucket, key = split_s3(dest)
+    progress = Progress(f"compose {dest}", len(pieces), log, unit="parts")
+
+    def send(number: int) -> dict:
+        kind, a, b, c = pieces[number - 1]
+        client = s3_client()
+        common = {"Bucket": bucket, "Key": key, "UploadId": upload_id, "PartNumber": number}
+        if kind == "copy":
+            src_bucket, src_key = split_s3(parts[a])
+            got = client.upload_part_copy(**common, CopySource={"Bucket": src_bucket,
+                                                                 "Key": src_key},
+                                          CopySourceRange=f"bytes={b}-{c - 1}")
+            etag = got["CopyPartResult"]["ETag"]
+        else:
+            with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
+                concatenated(parts[a:b + 1], spool)
+                spool.seek(0)
+                etag = client.upload_part(**common, Body=spool)["ETag"]
+        return {"PartNumber": number, "ETag": etag}
+
+    client = s3_client()
+    upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    try:
+        done = []
+        with ThreadPoolExecutor(COMPOSE_THREADS) as pool:
+            for part in pool.map(send, range(1, len(pieces) + 1)):
+                done.append(part)
+                progress.update()
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                         MultipartUpload={"Parts": done})
+    except BaseException:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        raise
+    log.info("compose %s: %d parts, %d bytes, %d pieces (%d copied server-side)", dest,
+             len(parts), sum(sizes), len(pieces), sum(p[0] == "copy" for p in pieces))
+    return bases
 
 
 def _get_or_error(uri: str) -> bytes | Exception:

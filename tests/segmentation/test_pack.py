@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
+from recforge import storage
 from recforge.format import paired, recordio
 from recforge.imaging import PackOptions
 from recforge.segmentation import pack as segpack
@@ -149,7 +150,10 @@ def test_merge_and_validate(tmp_path):
     segpack.pack_pairs(pairs(2, start=3), d1, LOSSLESS)
     out = tmp_path / "out"
     out.mkdir()
-    records = merge.merge_split([d0, d1], out, "train")  # both streams: images and masks
+    shards = [merge.Shard.of_folder(d) for d in (d0, d1)]
+    with storage.HashingWriter(tmp_path / "records.jsonl") as sink:
+        merge.merge_split(shards, str(out), "train", tmp_path, sink, merge.Reconciler())
+    records = storage.read_jsonl(str(tmp_path / "records.jsonl"))  # images and masks
     assert [k for k, _ in recordio.read_idx(out / "train_mask.idx")] == \
         [r["key"] for r in records] == [0, 1, 2, 3, 4]
     assert [r["mask_offset"] for r in records] == \

@@ -14,11 +14,13 @@ MASK_SUFFIX = "_mask"  # <split>_mask.rec: the masks aligned with <split>.rec
 SHARD_PART = "part"
 RECORDS = "records.jsonl"  # one row per record: key, offset, length, size, label, provenance
 QUARANTINE = "quarantine.jsonl"  # every object not packed, with its reason and fix
+SHARD_META = "shard.json"  # written last by pack: size + SHA-256 of each file above
 
 # a version (and a run's out/, which is published as it is)
 CLASSES = "classes.json"
 SOURCE_MANIFEST = "source_manifest.jsonl"
 SUMMARY = "summary.json"
+CHECKSUMS = "checksums.json"  # written last by merge: size + SHA-256 of every file it wrote
 BENCH = "bench.json"
 QUALITY_DIR = "quality"  # Data Docs site + quality.json
 QUALITY_RESULT = "quality.json"

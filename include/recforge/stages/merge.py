@@ -1,25 +1,38 @@
 """The ``merge`` task: shard outputs → one ``<split>.rec``/``.idx``/``.lst`` per split (and
 ``<split>_mask.rec``/``.idx`` where the shards carry masks), plus the dataset-wide record
-manifest, quarantine report and reconciled counts.
+manifest, quarantine report, reconciled counts and ``checksums.json``.
 
-Generic over task kinds: every stream a shard carries (images, and masks when present) is
-concatenated in shard order with its ``.idx`` offsets shifted (``recordio.concat_indexed``).
-Shards hold contiguous record-key ranges, so the keys stay increasing. Each shard is
-downloaded once. The counts must reconcile exactly — every listed object is packed (the
-keys each record accounts for: its image, and its mask) or quarantined, once — or the run
-fails here, before anything can be published.
+Generic over task kinds and moving no image bytes: each split's ``.rec`` (and mask
+``.rec``) is composed from the shards' ``part.rec`` in shard order by
+``storage.compose`` — on S3 a multipart upload of server-side ``UploadPartCopy`` pieces,
+so only shards under 5 MiB pass through this task; locally a plain concatenation. The
+``.idx`` offsets are shifted by the shard sizes that pack recorded in ``shard.json``, so no
+``.rec`` is read. Shards hold contiguous record-key ranges, so the keys stay increasing.
+The small files (``.idx``, ``.lst``, ``records.jsonl``) stream through line by line; no
+list of records is ever held, and the accounting keeps one set of keys. The counts must
+reconcile exactly — every listed object is packed (the keys each record accounts for: its
+image, and its mask) or quarantined, once — or the run fails here, before anything can be
+published.
+
+``checksums.json``, written last, lists every file merge wrote into ``out/``: a composed
+``.rec`` as its parts in order (each shard's size and SHA-256 as pack computed them when it
+wrote the shard), every other file with its whole-file SHA-256.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import tempfile
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from recforge import quarantine, storage
-from recforge.errors import ReconciliationError
-from recforge.format import names, recordio
+from recforge.errors import ReconciliationError, ValidationFailed
+from recforge.format import names
 from recforge.format.names import SPLITS
 from recforge.progress import Progress
 from recforge.run import Run
@@ -28,117 +41,200 @@ log = logging.getLogger(__name__)
 ACCOUNTED_KEYS = ("source_key", "mask_key")  # the source objects one record stands for
 
 
-def accounted_keys(records: list[dict]) -> list[str]:
-    """Source keys the records account for: each record's image, and its mask if any."""
-    return [r[k] for r in records for k in ACCOUNTED_KEYS if r.get(k)]
+class Reconciler:
+    """Exact accounting by key, streamed: ``account`` each packed or refused key, then
+    ``finish`` with the listing. Holds one set of keys, never the records."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+        self.twice: set[str] = set()
+        self.packed = 0
+        self.refused = 0
+
+    def account(self, key: str, refused: bool = False) -> None:
+        if key in self.seen:
+            self.twice.add(key)
+        self.seen.add(key)
+        if refused:
+            self.refused += 1
+        else:
+            self.packed += 1
+
+    def record(self, row: dict) -> None:
+        """Account the source keys one record stands for: its image, and its mask if any."""
+        for k in ACCOUNTED_KEYS:
+            if row.get(k):
+                self.account(row[k])
+
+    def finish(self, listed: Iterable[str]) -> dict:
+        """Counts, or ``ReconciliationError`` naming the first offenders (once: it consumes
+        the keys)."""
+        unknown, lost, n = self.seen, [], 0  # what is left once the listing is struck off
+        for key in listed:
+            n += 1
+            if key in unknown:
+                unknown.discard(key)
+            else:
+                lost.append(key)
+        if self.twice or lost or unknown:
+            twice, lost, unknown = sorted(self.twice), sorted(set(lost)), sorted(unknown)
+            raise ReconciliationError(
+                f"counts do not reconcile: {len(lost)} listed object(s) neither packed nor "
+                f"quarantined {lost[:5]}, {len(twice)} counted twice {twice[:5]}, "
+                f"{len(unknown)} not in the listing {unknown[:5]}"
+            )
+        return {"listed": n, "packed": self.packed, "quarantined": self.refused}
 
 
-def merge_split(shard_dirs: list[Path], out: Path, split: str) -> list[dict]:
-    """Concatenate local shard dirs into ``out/<split>.*`` (+ ``<split>_mask.*`` when every
-    shard has masks); returns the records with their offsets shifted."""
-    part = names.SHARD_PART
-    masks = bool(shard_dirs) and all((d / names.rec(part, mask=True)).exists()
-                                     for d in shard_dirs)
-    bases = recordio.concat_indexed(
-        [(d / names.rec(part), d / names.idx(part)) for d in shard_dirs],
-        out / names.rec(split), out / names.idx(split))
-    mask_bases = recordio.concat_indexed(
-        [(d / names.rec(part, mask=True), d / names.idx(part, mask=True)) for d in shard_dirs],
-        out / names.rec(split, mask=True), out / names.idx(split, mask=True)) if masks \
-        else [None] * len(shard_dirs)
-    records: list[dict] = []
-    with open(out / names.lst(split), "w", encoding="utf-8") as lst:
-        for d, base, mask_base in zip(shard_dirs, bases, mask_bases, strict=True):
-            lst.write((d / names.lst(part)).read_text(encoding="utf-8"))
-            for r in storage.read_jsonl(str(d / names.RECORDS)):
-                r["offset"] += base
-                if mask_base is not None and "mask_offset" in r:
-                    r["mask_offset"] += mask_base
-                records.append(r)
-    return records
-
-
-def reconcile(listed: list[str], packed: list[str], refused: list[str]) -> dict:
+def reconcile(listed: Iterable[str], packed: Iterable[str], refused: Iterable[str]) -> dict:
     """Exact accounting by key; raises naming the first offenders."""
-    seen = Counter(packed) + Counter(refused)
-    twice = sorted(k for k, n in seen.items() if n > 1)
-    lost = sorted(set(listed) - set(seen))
-    unknown = sorted(set(seen) - set(listed))
-    if twice or lost or unknown:
-        raise ReconciliationError(
-            f"counts do not reconcile: {len(lost)} listed object(s) neither packed nor "
-            f"quarantined {lost[:5]}, {len(twice)} counted twice {twice[:5]}, "
-            f"{len(unknown)} not in the listing {unknown[:5]}"
-        )
-    return {"listed": len(listed), "packed": len(packed), "quarantined": len(refused)}
+    acc = Reconciler()
+    for k in packed:
+        acc.account(k)
+    for k in refused:
+        acc.account(k, refused=True)
+    return acc.finish(listed)
 
 
-def _download_shard(run: Run, shard_id: str, dest: Path) -> None:
-    prefix = run.shard_output(shard_id, "")
-    for obj in storage.list_objects(prefix):
-        if obj.key != "plan.jsonl":
-            storage.download(storage.join(prefix, obj.key), dest / obj.key)
+@dataclass(frozen=True)
+class Shard:
+    """One pack task's output: its folder and ``shard.json``'s file sizes and checksums."""
+
+    uri: str
+    files: dict[str, dict]
+    masks: bool
+
+    def file(self, name: str) -> str:
+        return storage.join(self.uri, name)
+
+    @classmethod
+    def read(cls, uri: str) -> Shard:
+        meta_uri = storage.join(uri, names.SHARD_META)
+        if not storage.exists(meta_uri):
+            raise ValidationFailed(
+                f"{meta_uri} is missing: the shard was packed by a recforge that wrote no "
+                "checksums, or its upload did not finish; clear its pack task and run it again")
+        meta = storage.read_json(meta_uri)
+        return cls(uri, meta["files"], bool(meta.get("masks")))
+
+    @classmethod
+    def of_folder(cls, folder: Path) -> Shard:
+        """A shard folder written locally (no ``shard.json``): checksums computed here."""
+        masks = (folder / names.rec(names.SHARD_PART, mask=True)).exists()
+        return cls(str(folder), {n: storage.file_digest(folder / n)
+                                 for n in names.shard_files(masks)}, masks)
+
+
+def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
+                records: storage.HashingWriter, accounting: Reconciler) -> tuple[int, dict]:
+    """Write ``out/<split>.*`` (+ ``<split>_mask.*`` when every shard has masks) from the
+    shards, in order, and append their records (offsets shifted) to ``records``; returns
+    the record count and the checksums of the files written."""
+    part = names.SHARD_PART
+    masks = bool(shards) and all(s.masks for s in shards)
+    checksums: dict[str, dict] = {}
+    bases: dict[bool, list[int]] = {}
+    for mask in (False, True) if masks else (False,):
+        pieces = [s.files[names.rec(part, mask)] for s in shards]
+        bases[mask] = storage.compose([s.file(names.rec(part, mask)) for s in shards],
+                                      storage.join(out, names.rec(split, mask)),
+                                      [p["size"] for p in pieces])
+        checksums[names.rec(split, mask)] = {
+            "size": sum(p["size"] for p in pieces),
+            "parts": [{"size": p["size"], "sha256": p["sha256"]} for p in pieces]}
+        with storage.HashingWriter(tmp / names.idx(split, mask)) as idx:
+            for shard, base in zip(shards, bases[mask], strict=True):
+                for line in storage.iter_lines(shard.file(names.idx(part, mask))):
+                    if line.strip():
+                        key, offset = line.split(b"\t")
+                        idx.write(b"%s\t%d\n" % (key, int(offset) + base))
+        checksums[idx_name := names.idx(split, mask)] = idx.digest()
+        _upload_and_drop(tmp / idx_name, out)
+    with storage.HashingWriter(tmp / names.lst(split)) as lst:
+        for shard in shards:
+            for chunk in storage.iter_chunks(shard.file(names.lst(part))):
+                lst.write(chunk)
+    checksums[names.lst(split)] = lst.digest()
+    _upload_and_drop(tmp / names.lst(split), out)
+    count = 0
+    for i, shard in enumerate(shards):
+        for row in storage.iter_jsonl(shard.file(names.RECORDS)):
+            row["offset"] += bases[False][i]
+            if masks and "mask_offset" in row:
+                row["mask_offset"] += bases[True][i]
+            records.write((json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+                          .encode("utf-8"))
+            accounting.record(row)
+            count += 1
+    return count, checksums
+
+
+def _upload_and_drop(path: Path, out: str) -> None:
+    storage.upload(path, storage.join(out, path.name))
+    path.unlink()
+
+
+def _listed_keys(uri: str, digest) -> Iterable[str]:
+    for line in storage.iter_lines(uri, digest):
+        if line.strip():
+            yield json.loads(line)["key"]
+
+
+def _put(run: Run, name: str, data: bytes, checksums: dict) -> None:
+    storage.put_bytes(run.output(name), data)
+    checksums[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def merge(run: Run) -> dict:
-    """Merge, recording every file written into ``out/checksums.json`` (size, SHA-256)."""
-    with run.recording_outputs("merge") as written:
-        summary = _merge(run)
-        _checksum_copied(run, written)
-    return summary
-
-
-def _checksum_copied(run: Run, written: dict) -> None:
-    """The checksums of what merge copies server-side instead of writing (the listing)."""
-    uri = run.output(names.SOURCE_MANIFEST)
-    size, digest = storage.sha256_range(uri)
-    written[names.SOURCE_MANIFEST] = {"size": size, "sha256": digest,
-                                      "etag": storage.head(uri).etag}
-
-
-def _merge(run: Run) -> dict:
+    """Compose the splits; ``out/checksums.json`` (written last) records every file."""
+    storage.delete(run.checksums("merge"))  # a killed attempt leaves none for publish to trust
+    before = storage.transferred()
     shard_ids = storage.read_json(run.shard_list)["shards"]
-    all_records: list[dict] = []
+    accounting = Reconciler()
     entries = []
     for stage in ("ingest", "flatten"):
         entries += quarantine.loads(storage.get_bytes(run.stage_quarantine(stage)))
     per_split: dict[str, int] = {}
+    checksums: dict[str, dict] = {}
     progress = Progress("merge", len(shard_ids), log, unit="shards")
     with tempfile.TemporaryDirectory(prefix="recforge-merge-") as tmp:
         tmp = Path(tmp)
-        out = tmp / "out"
-        out.mkdir()
-        for split in SPLITS:
-            mine = [s for s in shard_ids if s.startswith(split + "-")]
-            if not mine:
-                continue
-            dirs = []
-            for sid in mine:
-                _download_shard(run, sid, tmp / sid)
-                progress.update()
-                entries += quarantine.loads((tmp / sid / names.QUARANTINE).read_bytes())
-                dirs.append(tmp / sid)
-            records = merge_split(dirs, out, split)
-            per_split[split] = len(records)
-            all_records += records
-            for path in sorted(out.iterdir()):
-                storage.upload(path, run.output(path.name))
-                path.unlink()
-            for d in dirs:
-                for f in d.iterdir():
-                    f.unlink()
-            log.info("merge: %s has %d records", split, len(records))
-    listed = [r["key"] for r in storage.read_jsonl(run.source_manifest)]
-    counts = reconcile(listed, accounted_keys(all_records), [e.source_key for e in entries])
-    storage.write_json(run.output(names.CLASSES), storage.read_json(run.classes))
+        with storage.HashingWriter(tmp / names.RECORDS) as records:
+            for split in SPLITS:
+                mine = [s for s in shard_ids if s.startswith(split + "-")]
+                if not mine:
+                    continue
+                shards = [Shard.read(run.shard_output(sid, "")) for sid in mine]
+                for sid in mine:
+                    entries += quarantine.loads(
+                        storage.get_bytes(run.shard_output(sid, names.QUARANTINE)))
+                per_split[split], written = merge_split(shards, run.out, split, tmp, records,
+                                                        accounting)
+                checksums.update(written)
+                progress.update(len(mine))
+                log.info("merge: %s has %d records from %d shards", split, per_split[split],
+                         len(mine))
+        checksums[names.RECORDS] = records.digest()
+        _upload_and_drop(tmp / names.RECORDS, run.out)
+    for e in entries:
+        accounting.account(e.source_key, refused=True)
+    listing = hashlib.sha256()
+    counts = accounting.finish(_listed_keys(run.source_manifest, listing))
     # the listing travels with the dataset, so `recforge check` can account per object later
     storage.copy(run.source_manifest, run.output(names.SOURCE_MANIFEST))
-    storage.write_jsonl(run.output(names.RECORDS), all_records)
-    storage.put_bytes(run.output(names.QUARANTINE), quarantine.dumps(
-        sorted(entries, key=lambda e: e.source_key)))
+    checksums[names.SOURCE_MANIFEST] = {"size": storage.size_of(run.source_manifest),
+                                        "sha256": listing.hexdigest()}
+    _put(run, names.CLASSES, storage.json_bytes(storage.read_json(run.classes)), checksums)
+    _put(run, names.QUARANTINE, quarantine.dumps(sorted(entries, key=lambda e: e.source_key)),
+         checksums)
     summary = {**counts, "splits": per_split,
                "quarantined_by_reason": dict(Counter(e.reason for e in entries))}
-    storage.write_json(run.output(names.SUMMARY), summary)
+    _put(run, names.SUMMARY, storage.json_bytes(summary), checksums)
+    storage.write_json(run.checksums("merge"), {"files": checksums})
+    moved = storage.transferred().minus(before)
     log.info("merge: listed %d = packed %d + quarantined %d; splits %s", counts["listed"],
              counts["packed"], counts["quarantined"], per_split)
-    return summary
+    log.info("merge: moved %d bytes down (%d of them .rec), %d bytes up", moved.down,
+             moved.down_by_suffix.get(".rec", 0), moved.up)
+    return {**summary, "transfer": {"down": moved.down, "up": moved.up,
+                                    "down_rec": moved.down_by_suffix.get(".rec", 0)}}

@@ -7,6 +7,8 @@ order) while this process decodes/encodes with the packing engine (``recforge.im
 the same code as ``recforge im2rec``), so output is deterministic and memory stays flat
 however large the shard. Undecodable, truncated, corrupt or oversized images go to the
 shard's quarantine list with the reason; the shard never fails because of one bad image.
+The shard is checked structurally before upload, and ``shard.json`` (uploaded last) records
+each file's size and SHA-256, which merge composes from and publish verifies against.
 Outputs are uploaded under deterministic names, so a retried shard overwrites itself.
 """
 
@@ -18,7 +20,10 @@ import tempfile
 from pathlib import Path
 
 from recforge import phash, quarantine, storage
+from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
+from recforge.format.paired import validate_mask_split
+from recforge.format.validate import validate_split
 from recforge.imaging import ImageRejected, PackOptions, process
 from recforge.progress import Progress
 from recforge.quarantine import QuarantineEntry
@@ -66,6 +71,34 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
     return {"packed": len(manifest), "quarantined": len(refused)}
 
 
+def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str) -> int:
+    """The structural check of the shard just written (header-only scan of ``part.rec``
+    against ``part.idx``/``.lst``, labels, ids; the mask stream's alignment): a shard that
+    fails it is never uploaded, so merge can compose shards without reading them."""
+    part = names.SHARD_PART
+    report = validate_split(work, part, num_classes)
+    fails = report.failures
+    if masks:
+        fails += validate_mask_split(work, part, check_pixels=False)
+    if fails:
+        raise ValidationFailed(f"shard {shard_id} failed its structural check: " +
+                               "; ".join(fails[:5]))
+    return report.records
+
+
+def upload_shard(run: Run, shard_id: str, work: Path, masks: bool) -> None:
+    """Check the shard in ``work`` and upload it, ``shard.json`` last: merge takes the sizes
+    and checksums from it, and its presence means the shard is whole."""
+    records = check_shard(work, storage.read_json(run.classes).get("num_classes"), masks,
+                          shard_id)
+    files = names.shard_files(masks=masks)
+    for name in files:
+        storage.upload(work / name, run.shard_output(shard_id, name))
+    storage.write_json(run.shard_output(shard_id, names.SHARD_META), {
+        "shard": shard_id, "records": records,
+        "masks": masks, "files": {name: storage.file_digest(work / name) for name in files}})
+
+
 def pack(run: Run, shard_id: str) -> dict:
     spec = run.spec
     segmentation = spec.task == "segmentation"
@@ -83,8 +116,7 @@ def pack(run: Run, shard_id: str) -> dict:
         else:
             rows = storage.read_jsonl(run.shard_plan(shard_id))
             counts = pack_items(rows, spec.source.uri, PackOptions.from_spec(spec.pack), work)
-        for name in names.shard_files(masks=segmentation):
-            storage.upload(work / name, run.shard_output(shard_id, name))
+        upload_shard(run, shard_id, work, segmentation)
     log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
              counts["quarantined"], len(rows))
     return {"shard": shard_id, **counts}

@@ -1,16 +1,27 @@
-"""The ``validate`` task: the structural check of the merged output in staging
+"""The ``validate`` task: the check of the merged output in staging, where it lies.
+
+A merged run (``checksums.json`` present) is checked by its composition
+(``recforge.format.composed``): every shard was checked structurally by its pack task, so
+this proves the parts were put together right — sizes, offsets, part boundaries read back
+with ranged GETs, ``.idx``/``.lst``/``records.jsonl``/``summary.json`` agreeing — without
+downloading the image bytes. Anything else gets the full structural check
 (``recforge.format.validate``: framing, index, counts, labels, mask alignment). A broken
 dataset fails the run here, before the benchmark or the checklist spend time on it."""
 
 from __future__ import annotations
 
+from recforge import storage
 from recforge.errors import ValidationFailed
+from recforge.format import names
+from recforge.format.composed import validate_composition
 from recforge.format.validate import format_report, validate_prefix
 from recforge.run import Run
 
 
 def validate(run: Run) -> dict:
-    report = validate_prefix(run.out)
+    composed = storage.exists(run.output(names.CHECKSUMS))
+    report = validate_composition(run.out) if composed else validate_prefix(run.out)
     if not report["ok"]:
         raise ValidationFailed("structural validation failed:\n" + format_report(report))
-    return {"ok": True, "splits": {s: r["records"] for s, r in report["splits"].items()}}
+    return {"ok": True, "checked": "composition" if composed else "every record",
+            "splits": {s: r["records"] for s, r in report["splits"].items()}}

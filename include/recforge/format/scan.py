@@ -1,0 +1,191 @@
+"""Header-only structural scans with numpy: the fast path of ``recforge validate``.
+
+A packed split is proved well-formed without reading its image bytes. The ``.idx`` and
+``.lst`` are parsed as whole buffers (``np.fromstring`` after a byte-class check, so only
+canonical text is accepted), and the ``.rec`` is memory-mapped and read at the ``.idx``
+offsets only: the magic, the length word and the ``IRHeader`` of each record, gathered as
+``uint32`` words. The records are a contiguous chain exactly when every record ends where
+the next ``.idx`` offset (or the file) begins, which is what a record-by-record reader
+starting at byte 0 would find, so nothing between the offsets needs reading.
+
+Every function here answers ``None`` for anything it does not recognise as canonical (a
+blank line, a ``+7`` key, a multi-label header, a broken chain): the caller then runs the
+record-by-record check, which says exactly what is wrong. So the fast path can only ever
+accept what the slow one accepts; it never writes a failure message itself. Records split
+at an aligned magic (``cflag`` 1..3, rare in real JPEG data) are read one by one in Python.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recforge.format import recordio
+
+MAX_DIGITS = 18  # an int64 holds every 18-digit number
+MAX_LST_KEY_DIGITS = 15  # .lst rows parse as float64: exact below 2^53
+
+_DIGITS = np.zeros(256, bool)  # what a number field and its separator may hold
+_DIGITS[ord("0"):ord("9") + 1] = True
+_DIGITS[[9, 10]] = True
+_DECIMAL = _DIGITS.copy()
+_DECIMAL[ord(".")] = True
+# the UTF-8 of U+0085, U+2028, U+2029, which str.splitlines() breaks on
+_ODD_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+
+
+def _table(buf: np.ndarray, tabs_per_line: int):
+    """``(line starts, tab positions (n, tabs_per_line), newline positions)`` of a text with
+    exactly ``tabs_per_line`` tabs on every line, a final newline and no other control
+    character (``\\r`` and the like would be line breaks to ``str.splitlines``); else None."""
+    if not len(buf) or buf[-1] != 10:
+        return None
+    nl = np.flatnonzero(buf == 10)
+    tabs = np.flatnonzero(buf == 9)
+    n = len(nl)
+    if len(tabs) != n * tabs_per_line or np.count_nonzero(buf < 32) != n + len(tabs):
+        return None
+    tabs = tabs.reshape(n, tabs_per_line)
+    starts = np.empty(n, np.int64)
+    starts[0] = 0
+    starts[1:] = nl[:-1] + 1
+    # as many tabs as the lines need, in order: each line has its share iff each lies in it
+    if not ((tabs[:, 0] >= starts).all() and (tabs[:, -1] < nl).all()):
+        return None
+    return starts, tabs, nl
+
+
+def _parse(text: bytes, dtype, n: int) -> np.ndarray | None:
+    """``n`` rows of two whitespace-separated numbers, or None if the text holds others."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            values = np.fromstring(text, dtype=dtype, sep=" ")
+        except (ValueError, DeprecationWarning):
+            return None
+    return values.reshape(n, 2) if len(values) == 2 * n else None
+
+
+def parse_idx(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(keys, offsets)`` of a canonical ``.idx`` (``key<TAB>offset`` lines), else None."""
+    buf = np.frombuffer(data, np.uint8)
+    table = _table(buf, 1)
+    if table is None or not _DIGITS[buf].all():
+        return None
+    starts, tabs, nl = table
+    t = tabs[:, 0]
+    if (t - starts).min() < 1 or (t - starts).max() > MAX_DIGITS \
+            or (nl - t).min() < 2 or (nl - t).max() > MAX_DIGITS + 1:
+        return None
+    rows = _parse(data, np.int64, len(nl))
+    if rows is None:
+        return None
+    return rows[:, 0].copy(), rows[:, 1].copy()
+
+
+def parse_lst(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(keys, labels)`` of a canonical single-label ``.lst`` (``key<TAB>label<TAB>path``,
+    UTF-8), else None."""
+    buf = np.frombuffer(data, np.uint8)
+    if (buf >= 0x80).any():  # not ASCII: must be UTF-8 without the other line breaks
+        if any(b in data for b in _ODD_BREAKS):
+            return None
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    table = _table(buf, 2)
+    if table is None:
+        return None
+    starts, tabs, _ = table
+    t1, t2 = tabs[:, 0], tabs[:, 1]
+    if (t1 - starts).min() < 1 or (t1 - starts).max() > MAX_LST_KEY_DIGITS \
+            or (t2 - t1).min() < 2 or (t2 - t1).max() > 32:
+        return None
+    edges = np.zeros(len(buf) + 1, np.int8)  # 1: key<TAB>, 2: label<TAB>, 0: the path
+    edges[starts] = 1
+    edges[t1 + 1] = 1
+    edges[t2 + 1] = -2
+    region = np.cumsum(edges[:-1], dtype=np.int8)
+    if ((region == 1) & (buf == ord("."))).any():  # int() refuses a key with a point
+        return None
+    chars = buf[region.astype(bool)]
+    if not _DECIMAL[chars].all():
+        return None
+    rows = _parse(chars.tobytes(), np.float64, len(t1))
+    return None if rows is None else (rows[:, 0].astype(np.int64), rows[:, 1].copy())
+
+
+@dataclass(frozen=True)
+class Headers:
+    """What a header-only scan read at each ``.idx`` offset (single scalar labels)."""
+
+    ids: np.ndarray  # uint64, the IRHeader id
+    labels: np.ndarray  # float32
+    payload_bytes: int  # sum of the record payload lengths
+
+
+def scan_rec(path: str | os.PathLike, offsets: np.ndarray) -> Headers | None:
+    """Read the framing and ``IRHeader`` at each offset of a ``.rec``; None unless the
+    records form one contiguous chain from byte 0 to the end of the file, each a non-empty
+    scalar-label image record."""
+    size = os.path.getsize(path)
+    n = len(offsets)
+    if (not n or size % 4 or offsets[0] != 0 or (offsets % 4).any()
+            or not (np.diff(offsets) > 0).all() or offsets[-1] + 8 > size):
+        return None
+    nexts = np.append(offsets[1:], size)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        words = np.frombuffer(mm, "<u4")
+        w = offsets // 4
+        last = len(words) - 1
+        head = [words[np.minimum(w + j, last)] for j in range(6)]  # copies, not views
+        del words
+        magic, lrec, flag, label, id_lo, id_hi = head
+        cflag, length = lrec >> 29, (lrec & ((1 << 29) - 1)).astype(np.int64)
+        if not (magic == recordio.MAGIC).all():
+            return None
+        ids = id_lo.astype(np.uint64) | (id_hi.astype(np.uint64) << np.uint64(32))
+        labels = label.view("<f4").copy()
+        single = cflag == 0
+        ends = offsets + 8 + ((length + 3) & ~3)
+        if not (ends[single] == nexts[single]).all() or (flag[single] != 0).any() \
+                or (length[single] <= recordio.IR_SIZE).any():
+            return None
+        payload = int(length[single].sum())
+        for i in np.flatnonzero(~single):  # split at an aligned magic: read it whole
+            try:
+                got = recordio.read_record_at(f, int(offsets[i]))
+                header, image = recordio.unpack_image_record(got[0]) if got else (None, b"")
+            except recordio.RecordIOError:
+                return None
+            if got is None or got[1] != nexts[i] or header.flag != 0 or not image:
+                return None
+            ids[i], labels[i] = header.id, header.label
+            payload += len(got[0])
+    return Headers(ids, labels, payload)
+
+
+def header_at(data: bytes) -> tuple[int, int, int, float, int] | None:
+    """``(cflag, length, header id, label, flag)`` of the record starting ``data`` (at least
+    32 bytes of it); None if it does not start with the magic."""
+    if len(data) < 8 + recordio.IR_SIZE:
+        return None
+    magic, lrec = struct.unpack_from("<II", data)
+    if magic != recordio.MAGIC:
+        return None
+    flag, label, rid, _ = struct.unpack_from(recordio.IR_FORMAT, data, 8)
+    return lrec >> 29, lrec & ((1 << 29) - 1), rid, label, flag
+
+
+def read_file(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None

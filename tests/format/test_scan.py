@@ -1,0 +1,92 @@
+"""The header-only scan proves canonical splits valid and declines everything else, so the
+record-by-record check (which names the failure) always has the last word."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recforge.format import recordio, scan, validate
+from tests.common.helpers import write_split
+from tests.format import test_validate as corruptions
+
+
+@pytest.fixture
+def good(tmp_path):
+    write_split(tmp_path, "train", [0, 1, 2, 1, 0])
+    (tmp_path / "classes.json").write_text(json.dumps({"num_classes": 3}))
+    return tmp_path
+
+
+def test_a_good_split_is_proved_by_the_fast_path(good):
+    fast = validate.validate_split_fast(good, "train", 3)
+    slow = validate.validate_split_records(good, "train", 3)
+    assert fast is not None and fast.ok and slow.ok
+    assert (fast.records, fast.idx_lines, fast.lst_lines) == (5, 5, 5) == (
+        slow.records, slow.idx_lines, slow.lst_lines)
+
+
+@pytest.mark.parametrize("corrupt", [
+    corruptions._corrupt_duplicate_key, corruptions._corrupt_offset_order,
+    corruptions._corrupt_offset_inside_record, corruptions._corrupt_trailing_bytes,
+    corruptions._corrupt_label_out_of_range, corruptions._corrupt_lst_short,
+    corruptions._corrupt_header_id, corruptions._corrupt_missing_idx,
+    corruptions._corrupt_truncated_rec,
+])
+def test_the_fast_path_declines_every_corruption(good, corrupt):
+    corrupt(good)
+    assert validate.validate_split_fast(good, "train", 3) is None
+    assert not validate.validate_split(good, "train", 3).ok
+
+
+@pytest.mark.parametrize("text", [
+    b"0\t0\n1\t40\n\n",  # a blank line
+    b"0\t0\n+1\t40\n",  # int() takes it; canonical text does not
+    b"0\t0\n1\t40",  # no final newline
+    b"0\t0\t7\n",  # a third field
+    b"0\t0\n1.0\t40\n",
+    b"0\t" + b"9" * 19 + b"\n",  # past int64
+])
+def test_non_canonical_idx_is_declined(text):
+    assert scan.parse_idx(text) is None
+
+
+def test_idx_parses_whole():
+    keys, offsets = scan.parse_idx(b"0\t0\n7\t48\n12\t96\n")
+    assert keys.tolist() == [0, 7, 12] and offsets.tolist() == [0, 48, 96]
+
+
+@pytest.mark.parametrize("text", [
+    b"0\t1.000000\ta.jpg\r\n",  # str.splitlines would see another line
+    "0\t1.000000\ta\u2028b.jpg\n".encode(),
+    b"0\t1.000000\t\xff.jpg\n",  # not UTF-8
+    b"0\t1.000000\t2.000000\ta.jpg\n",  # two labels: not the fast path's business
+    b"0.0\t1.000000\ta.jpg\n",  # int() refuses a key with a point
+    b"0\tnan\ta.jpg\n",
+])
+def test_non_canonical_lst_is_declined(text):
+    assert scan.parse_lst(text) is None
+
+
+def test_lst_parses_keys_and_labels_whatever_the_path():
+    keys, labels = scan.parse_lst("3\t2.000000\tdog/ü 1.2.jpg\n4\t0\tx\n".encode())
+    assert keys.tolist() == [3, 4] and labels.tolist() == [2.0, 0.0]
+
+
+def test_records_split_at_an_aligned_magic_stay_on_the_fast_path(tmp_path):
+    magic = recordio.MAGIC.to_bytes(4, "little")
+    root = tmp_path / "ds"
+    root.mkdir()
+    with recordio.RecordWriter(root / "train.rec", root / "train.idx") as w, \
+            open(root / "train.lst", "w") as lst:
+        for key in range(4):
+            image = b"\xff\xd8" + b"ab" + magic * (key % 2) * 3 + b"tail" * (key + 1)
+            w.write(key, recordio.pack_image_record(key, key, image))
+            lst.write(f"{key}\t{float(key):f}\t{key}.jpg\n")
+    offsets = np.array([o for _, o in recordio.read_idx(root / "train.idx")])
+    assert (scan.scan_rec(root / "train.rec", offsets) is not None)
+    fast = validate.validate_split_fast(root, "train", 4)
+    assert fast is not None and fast.records == 4
+    assert validate.validate_split_records(root, "train", 4).ok
