@@ -52,10 +52,6 @@ def version_objects(uri: str) -> set[str]:
     return {o.key for o in storage.list_objects(uri)}
 
 
-def sha(uri: str) -> str:
-    return hashlib.sha256(storage.get_bytes(uri)).hexdigest()
-
-
 def checksum_entry(uri: str, entry: dict) -> dict:
     """``uri``'s bytes described like ``entry``: one SHA-256, or one per part (composed)."""
     data = storage.get_bytes(uri)
