@@ -30,20 +30,38 @@ class ObjectInfo:
     etag: str
 
 
+RETRY_MODE = "adaptive"  # botocore's: standard retries plus client-side rate limiting
+MAX_ATTEMPTS = 8  # per call, botocore's own retries (5xx, throttling, connection errors)
+BACKOFF_S = 0.2  # first pause of recforge's retries around what botocore does not retry
+
+
+def retry_settings() -> tuple[str, int, float]:
+    """``(mode, max_attempts, backoff_s)``: the defaults above, or the environment's
+    ``RECFORGE_S3_RETRY_MODE`` / ``RECFORGE_S3_MAX_ATTEMPTS`` / ``RECFORGE_S3_BACKOFF_S``
+    (the fault tests shorten them)."""
+    env = os.environ
+    return (env.get("RECFORGE_S3_RETRY_MODE") or RETRY_MODE,
+            int(env.get("RECFORGE_S3_MAX_ATTEMPTS") or MAX_ATTEMPTS),
+            float(env.get("RECFORGE_S3_BACKOFF_S") or BACKOFF_S))
+
+
 def s3_client():
-    """A boto3 S3 client per thread (clients are not safe to share across fork/threads)."""
-    pid = os.getpid()
+    """A boto3 S3 client per thread (clients are not safe to share across fork/threads),
+    made again when the endpoint, credentials or retry settings in the environment change."""
+    key = (os.getpid(), os.environ.get("AWS_ENDPOINT_URL"), os.environ.get("AWS_ENDPOINT_URL_S3"),
+           os.environ.get("AWS_ACCESS_KEY_ID"), retry_settings())
     cached = getattr(_local, "client", None)
-    if cached is None or cached[0] != pid:
+    if cached is None or cached[0] != key:
         import boto3
         from botocore.config import Config
 
+        mode, attempts, _ = key[-1]
         client = boto3.client(
             "s3",
-            config=Config(retries={"max_attempts": 8, "mode": "adaptive"},
+            config=Config(retries={"max_attempts": attempts, "mode": mode},
                           s3={"addressing_style": "path"}),
         )
-        _local.client = (pid, client)
+        _local.client = (key, client)
         return client
     return cached[1]
 
@@ -84,11 +102,15 @@ def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
         bucket, prefix = split_s3(prefix_uri)
         if prefix and not prefix.endswith("/"):
             prefix += "/"
-        paginator = s3_client().get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        token: dict = {}
+        while True:  # page by page, each page retried on its own
+            page = _retrying(lambda t=token: s3_client().list_objects_v2(
+                Bucket=bucket, Prefix=prefix, **t), prefix_uri)
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'))
-        return
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": page["NextContinuationToken"]}
     root = local_path(prefix_uri)
     if not root.exists():
         return
@@ -104,7 +126,7 @@ TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "R
 TRANSIENT_TYPES = frozenset({"ResponseStreamingError", "IncompleteReadError", "ReadTimeoutError",
                              "ConnectTimeoutError", "EndpointConnectionError",
                              "ConnectionClosedError", "ProtocolError", "IncompleteRead"})
-READ_ATTEMPTS = 5  # a body that breaks mid-read is fetched again (botocore retries only calls)
+READ_ATTEMPTS = 5  # recforge's attempts around each call, on top of botocore's (see _retrying)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -120,17 +142,24 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (ConnectionError, TimeoutError))
 
 
-def _retrying(read, what: str):
-    """``read()``, again with back-off while it fails transiently (a broken body mid-read)."""
+def _retrying(call, what: str):
+    """``call()``, again with jittered exponential back-off while it fails transiently.
+
+    botocore retries a call's request, but not a body that breaks mid-read (a streamed
+    GET), and it stops retrying when its retry quota runs dry under a burst of 5xx; this
+    outer loop covers both. Every call it wraps is idempotent (GET, HEAD, LIST, a PUT or
+    COPY of the same bytes to the same key, DELETE)."""
+    import random
     import time
 
+    backoff = retry_settings()[2]
     for attempt in range(READ_ATTEMPTS):
         try:
-            return read()
+            return call()
         except Exception as exc:
             if attempt == READ_ATTEMPTS - 1 or not is_transient(exc):
                 raise
-            time.sleep(min(0.2 * 2 ** attempt, 5.0))
+            time.sleep(min(backoff * 2 ** attempt, 5.0) * (0.5 + random.random() / 2))
     raise AssertionError(f"unreachable: {what}")
 
 
@@ -145,7 +174,8 @@ def get_bytes(uri: str) -> bytes:
 def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> None:
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type)
+        _retrying(lambda: s3_client().put_object(Bucket=bucket, Key=key, Body=data,
+                                                 ContentType=content_type), uri)
         return
     path = local_path(uri)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +188,7 @@ def download(uri: str, dest: str | os.PathLike) -> None:
     Path(dest).parent.mkdir(parents=True, exist_ok=True)
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().download_file(bucket, key, str(dest))
+        _retrying(lambda: s3_client().download_file(bucket, key, str(dest)), uri)
     else:
         shutil.copyfile(local_path(uri), dest)
 
@@ -166,7 +196,7 @@ def download(uri: str, dest: str | os.PathLike) -> None:
 def upload(src: str | os.PathLike, uri: str) -> None:
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().upload_file(str(src), bucket, key)
+        _retrying(lambda: s3_client().upload_file(str(src), bucket, key), uri)
     else:
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +211,7 @@ def exists(uri: str) -> bool:
 
         bucket, key = split_s3(uri)
         try:
-            s3_client().head_object(Bucket=bucket, Key=key)
+            _retrying(lambda: s3_client().head_object(Bucket=bucket, Key=key), uri)
             return True
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
@@ -196,9 +226,9 @@ def delete_prefix(prefix_uri: str) -> int:
         bucket, prefix = split_s3(prefix_uri)
         keys = [join(prefix, o.key) for o in list_objects(prefix_uri)]
         for i in range(0, len(keys), 1000):
-            s3_client().delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
-            )
+            batch = {"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
+            _retrying(lambda b=batch: s3_client().delete_objects(Bucket=bucket, Delete=b),
+                      prefix_uri)
         return len(keys)
     root = local_path(prefix_uri)
     n = sum(1 for p in root.rglob("*") if p.is_file()) if root.exists() else 0
@@ -213,11 +243,12 @@ def ensure_bucket(uri: str) -> None:
     from botocore.exceptions import ClientError
 
     bucket, _ = split_s3(uri)
-    client = s3_client()
     try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError:
-        client.create_bucket(Bucket=bucket)
+        _retrying(lambda: s3_client().head_bucket(Bucket=bucket), uri)
+    except ClientError as exc:
+        if is_transient(exc):
+            raise
+        _retrying(lambda: s3_client().create_bucket(Bucket=bucket), uri)
 
 
 def read_json(uri: str):
@@ -237,19 +268,36 @@ def iter_jsonl(uri: str) -> Iterator[dict]:
     """The rows of a JSON-lines object one by one, without holding the whole text."""
     import json
 
-    if is_s3(uri):
-        bucket, key = split_s3(uri)
-        body = s3_client().get_object(Bucket=bucket, Key=key)["Body"]
-        lines = body.iter_lines(chunk_size=1 << 20)
-    else:
-        lines = open(local_path(uri), "rb")  # noqa: SIM115 (closed when exhausted below)
+    lines = _s3_lines(uri) if is_s3(uri) else open(local_path(uri), "rb")  # noqa: SIM115
     try:
         for line in lines:
             if line.strip():
                 yield json.loads(line)
     finally:
-        if hasattr(lines, "close"):
-            lines.close()
+        lines.close()
+
+
+def _s3_lines(uri: str, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of an S3 object, streamed; a body that breaks mid-read is resumed with a
+    ranged GET from the first byte not yet received (``READ_ATTEMPTS`` times per break)."""
+    bucket, key = split_s3(uri)
+    pos, pending, failures = 0, b"", 0
+    while True:
+        try:
+            extra = {"Range": f"bytes={pos}-"} if pos else {}
+            body = _retrying(lambda e=extra: s3_client().get_object(
+                Bucket=bucket, Key=key, **e)["Body"], uri)
+            for data in body.iter_chunks(chunk):
+                pos += len(data)
+                *whole, pending = (pending + data).split(b"\n")
+                yield from whole
+            break
+        except Exception as exc:
+            failures += 1
+            if failures >= READ_ATTEMPTS or not is_transient(exc):
+                raise
+    if pending:
+        yield pending
 
 
 def read_jsonl(uri: str) -> list[dict]:
@@ -270,7 +318,7 @@ def copy(src_uri: str, dst_uri: str) -> None:
     if is_s3(src_uri) and is_s3(dst_uri):
         sb, sk = split_s3(src_uri)
         db, dk = split_s3(dst_uri)
-        s3_client().copy({"Bucket": sb, "Key": sk}, db, dk)
+        _retrying(lambda: s3_client().copy({"Bucket": sb, "Key": sk}, db, dk), dst_uri)
         return
     import tempfile
 
