@@ -52,11 +52,10 @@ def s3_client():
            os.environ.get("AWS_ACCESS_KEY_ID"), retry_settings())
     cached = getattr(_local, "client", None)
     if cached is None or cached[0] != key:
-        import boto3
         from botocore.config import Config
 
         mode, attempts, _ = key[-1]
-        client = boto3.client(
+        client = _session(key).client(
             "s3",
             config=Config(retries={"max_attempts": attempts, "mode": mode},
                           s3={"addressing_style": "path"}),
@@ -64,6 +63,21 @@ def s3_client():
         _local.client = (key, client)
         return client
     return cached[1]
+
+
+_sessions: dict = {}
+_sessions_lock = threading.Lock()
+
+
+def _session(key: tuple):
+    """One boto3 session per process and environment: a session resolves credentials once
+    and keeps them, so boto3's default one would sign with stale keys after a change."""
+    import boto3
+
+    with _sessions_lock:
+        if key[:4] not in _sessions:
+            _sessions[key[:4]] = boto3.session.Session()
+        return _sessions[key[:4]]
 
 
 def join(base: str, *parts: str) -> str:
