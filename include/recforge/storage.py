@@ -156,6 +156,12 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (ConnectionError, TimeoutError))
 
 
+# Not reaching the server at all: botocore has already spent its attempts on these, and
+# trying again here would only delay the clear error of an endpoint that is down.
+UNREACHABLE_TYPES = frozenset({"EndpointConnectionError", "ConnectTimeoutError",
+                               "ConnectionClosedError"})
+
+
 def _retrying(call, what: str):
     """``call()``, again with jittered exponential back-off while it fails transiently.
 
@@ -171,7 +177,8 @@ def _retrying(call, what: str):
         try:
             return call()
         except Exception as exc:
-            if attempt == READ_ATTEMPTS - 1 or not is_transient(exc):
+            if (attempt == READ_ATTEMPTS - 1 or not is_transient(exc)
+                    or type(exc).__name__ in UNREACHABLE_TYPES):
                 raise
             time.sleep(min(backoff * 2 ** attempt, 5.0) * (0.5 + random.random() / 2))
     raise AssertionError(f"unreachable: {what}")
@@ -404,6 +411,8 @@ def explain(exc: BaseException) -> str | None:
                 "variables to export")
     if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError"):
         endpoint = getattr(exc, "kwargs", {}).get("endpoint_url", "the S3 endpoint")
+        parsed = urlparse(endpoint)  # the server, not the request's path and query
+        endpoint = f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else endpoint
         return (f"cannot reach {endpoint}: is the server running, and is AWS_ENDPOINT_URL "
                 f"(now {os.environ.get('AWS_ENDPOINT_URL') or 'unset: AWS'}) right? "
                 "`recforge dev-s3 start` starts the local one")

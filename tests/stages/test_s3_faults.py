@@ -87,7 +87,8 @@ def test_s3_down_names_the_endpoint_and_publishes_nothing(baseline, through, mon
         assert main(["build", str(spec_file), "--run-id", "down"]) == 2
         endpoint = os.environ["AWS_ENDPOINT_URL"]
     err = capsys.readouterr().err
-    assert f"cannot reach {endpoint}" in err and "AWS_ENDPOINT_URL" in err, err
+    assert f"cannot reach {endpoint}: is the server running" in err, err
+    assert "AWS_ENDPOINT_URL" in err
     assert proxy.stats["refused"] >= 2
     assert not list(storage.list_objects(f"s3://{bucket}/down"))
 
