@@ -52,3 +52,13 @@ def test_a_build_leaks_no_secret_to_logs_or_objects(bucket, tmp_path, monkeypatc
     # the terminal gets presigned links (they carry the key id, never the secret)
     assert not leaks(out.err.encode()) and SECRET_KEY not in out.out
     assert WEBHOOK_SECRET not in out.out
+
+
+def test_the_alert_makes_the_report_link_itself(tmp_path):
+    """The gate's result carries the report's URI, never a presigned link (Airflow logs a
+    task's return value); the alert presigns it when it is sent."""
+    from recforge.alerts import build_alert
+
+    report = tmp_path / "report.html"
+    assert build_alert({"ok": True, "report": str(report)}).report_url == report.as_uri()
+    assert build_alert({"ok": True}).report_url is None

@@ -50,7 +50,8 @@ def write_report(run: Run) -> dict:
         local = build_report(run.out, Path(tmp) / names.REPORT, about=about)
         uri = run.output(names.REPORT)
         storage.put_bytes(uri, local.read_bytes(), "text/html; charset=utf-8")
-    # the presigned link goes in the result (the CLI prints it, the alert links it), never
-    # in a log line: it names the access key and opens the object to whoever holds it
+    # no presigned link here: the result is logged (Airflow logs a task's return value) and
+    # kept in XCom, and a link names the access key and opens the object to whoever holds
+    # it. The CLI and the alert presign `report` where they show it (storage.browser_url).
     log.info("report: %s", uri)
-    return {"report": uri, "report_url": storage.browser_url(uri)}
+    return {"report": uri}
