@@ -181,9 +181,22 @@ def build_alert(result: dict | None, *, dataset: str | None = None, run: str | N
         dataset=dataset or result.get("dataset") or "(unknown dataset)",
         run=run or result.get("run") or "(unknown run)",
         status=status, checks=checks[:MAX_CHECKS_IN_ALERT],
-        docs_url=docs_url or result.get("data_docs"), report_url=result.get("report_url"),
+        docs_url=docs_url or result.get("data_docs"), report_url=_link(result.get("report")),
         log_url=log_url, error=None if error is None else str(error)[:4000],
     )
+
+
+def _link(uri: str | None) -> str | None:
+    """A link the recipient can open (presigned for S3), made only when the alert is."""
+    if not uri:
+        return None
+    from recforge import storage
+
+    try:
+        return storage.browser_url(uri)
+    except Exception as exc:  # an alert must go out even if presigning fails
+        log.warning("no browser link for %s: %s", uri, exc)
+        return uri
 
 
 def email_message(alert: Alert, to: Iterable[str], from_email: str) -> EmailMessage:

@@ -24,6 +24,7 @@ import math
 import os
 import random
 import signal
+import stat
 import struct
 import sys
 import time
@@ -368,9 +369,39 @@ class Config:
     pack_label: bool
 
 
-def _read(fullpath: str) -> bytes:
-    with open(fullpath, "rb") as f:
-        return f.read()
+class _Refused(Exception):
+    """The path is not something to read: ``reason``, ``detail``."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a directory"))
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _read(root: str, rel: str) -> bytes:
+    """The bytes of ``ROOT/rel``, refusing what must not be read: a path whose symbolic
+    links lead out of ROOT, and anything but a regular file (a FIFO named ``.jpg`` would
+    block the read for ever, ``/dev/zero`` would never end). The open is non-blocking and
+    the type is checked again on the open file, so a swap after the check changes nothing."""
+    fullpath = os.path.join(root, rel)
+    real, real_root = os.path.realpath(fullpath), os.path.realpath(root)
+    if os.path.commonpath([real, real_root]) != real_root:
+        raise _Refused("outside_root", f"a symbolic link leads out of ROOT, to {real}")
+    what = _kind(os.stat(fullpath).st_mode)
+    if what is None:
+        fd = os.open(fullpath, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as f:
+            what = _kind(os.fstat(fd).st_mode)
+            if what is None:
+                return f.read()
+    raise _Refused("not_regular_file", f"{fullpath} is {what}, not a regular file")
 
 
 def encode_item(cfg: Config, item: Item) -> Result:
@@ -381,7 +412,9 @@ def encode_item(cfg: Config, item: Item) -> Result:
         return Result(item.line, item.key, item.path, None, *item.reject)
     fullpath = os.path.join(cfg.root, item.path)
     try:
-        data = _read(fullpath)
+        data = _read(cfg.root, item.path)
+    except _Refused as exc:
+        return Result(item.line, item.key, item.path, None, *exc.args)
     except FileNotFoundError:
         return Result(item.line, item.key, item.path, None, "missing",
                       f"no file at {fullpath}")

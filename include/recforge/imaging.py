@@ -63,6 +63,7 @@ INTERPOLATIONS = {
 INTERPOLATION_CHOICES = ("auto", *INTERPOLATIONS)
 
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's hard decompression-bomb limit (2 x 89.5 MP)
+JPEG_MAX_SIDE = 65_500  # libjpeg's JPEG_MAX_DIMENSION: no JPEG side may be longer
 
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _JPEG_PROGRESSIVE = {0xC2, 0xC6, 0xCA, 0xCE}
@@ -139,7 +140,7 @@ class ImageInfo:
 
     ``complete`` is False when the end marker (JPEG EOI / PNG IEND) is missing, i.e. the
     file was cut short. ``width``/``height`` are as stored (before EXIF orientation);
-    0 when the header does not say.
+    0 when the header does not say (``sized`` False) or says 0 (``sized`` True).
     """
 
     format: str
@@ -150,6 +151,7 @@ class ImageInfo:
     progressive: bool = False
     complete: bool = True
     orientation: int = 1  # EXIF orientation (1-8) from the JPEG's APP1, 1 if none
+    sized: bool = True  # the header's size fields were found (JPEG SOF, PNG IHDR)
 
     @property
     def pixels(self) -> int:
@@ -191,7 +193,7 @@ def _probe_jpeg(data: bytes) -> ImageInfo:
     # after the first scan header means the file reaches its end.
     complete = sos >= 0 and data.rfind(b"\xff\xd9") > sos
     if info is None:
-        return ImageInfo("jpeg", 0, 0, complete=complete)
+        return ImageInfo("jpeg", 0, 0, complete=complete, sized=False)
     return ImageInfo("jpeg", complete=complete, orientation=orientation or 1, **info)
 
 
@@ -215,7 +217,7 @@ def _exif_orientation(tiff: bytes) -> int:
 
 def _probe_png(data: bytes) -> ImageInfo:
     if len(data) < 33 or data[12:16] != b"IHDR":
-        return ImageInfo("png", 0, 0, complete=False)
+        return ImageInfo("png", 0, 0, complete=False, sized=False)
     w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     depth, ctype = data[24], data[25]
     comps = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}.get(ctype, 0)
@@ -352,10 +354,27 @@ def decode_raw(data: bytes, info: ImageInfo | None, flag: int) -> np.ndarray:
 
 
 def check_pixels(info: ImageInfo | None, opts: PackOptions) -> None:
+    """Refuse by the header alone: a zero-size image, or more pixels than ``max_pixels``."""
+    if info is not None and info.sized and not info.pixels:
+        raise ImageRejected("zero_size", f"the {info.format.upper()} header says "
+                            f"{info.width}x{info.height}: a zero-size image has no pixels")
     if info is not None and info.pixels > opts.max_pixels:
         raise ImageRejected(
             "too_many_pixels", f"{info.width}x{info.height} = {info.pixels} pixels > "
             f"max_pixels {opts.max_pixels}")
+
+
+def check_output(h: int, w: int, opts: PackOptions) -> None:
+    """Refuse an output size the encoder cannot write (a JPEG side over libjpeg's 65,500
+    pixels) or that would hold more than ``max_pixels`` (an extreme aspect ratio enlarged
+    to the short side): before any resize allocates it."""
+    if opts.encoding == ".jpg" and max(h, w) > JPEG_MAX_SIDE:
+        raise ImageRejected(
+            "jpeg_size_limit", f"the record image would be {w}x{h}, and JPEG allows at most "
+            f"{JPEG_MAX_SIDE:,} pixels a side (libjpeg's JPEG_MAX_DIMENSION)")
+    if h * w > opts.max_pixels:
+        raise ImageRejected("too_many_pixels", f"the record image would be {w}x{h} = "
+                            f"{h * w} pixels > max_pixels {opts.max_pixels}")
 
 
 def verify(data: bytes, opts: PackOptions) -> ImageInfo:
@@ -568,6 +587,7 @@ def load(data: bytes, opts: PackOptions) -> np.ndarray:
     crop = crop_box(h, w, opts.center_crop)
     y0, y1, x0, x1 = crop
     oh, ow = output_size(y1 - y0, x1 - x0, opts)
+    check_output(oh, ow, opts)
     if scale > 1:
         rev_y, rev_x = _REVERSED[info.orientation]
         pad_y = _ceil_div(h, scale) * scale - h if rev_y else 0
@@ -593,6 +613,7 @@ def resize_short_side(img: np.ndarray, opts: PackOptions) -> np.ndarray:
     full first, because the mask must be checked against the image's real size)."""
     h, w = img.shape[:2]
     oh, ow = output_size(h, w, opts)
+    check_output(oh, ow, opts)
     if (oh, ow) == (h, w):
         return img
     return cv2.resize(img, (ow, oh), interpolation=choose_interpolation((h, w), (oh, ow), 1, opts))

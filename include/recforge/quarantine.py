@@ -26,8 +26,13 @@ FIXES = {
     "undecodable": "the bytes are not an image the decoder understands; re-export the image",
     "truncated": "the image data ends early (cut-off upload or copy); re-upload or re-export it",
     "corrupt": "the decoder reported corrupt image data (damaged bytes); re-export the image",
-    "too_many_pixels": "larger than pack.max_pixels (decompression-bomb guard); "
-    "downscale it or raise pack.max_pixels",
+    "too_many_pixels": "larger than pack.max_pixels (decompression-bomb guard), or would be "
+    "once resized; downscale or crop it, or raise pack.max_pixels",
+    "zero_size": "the header gives the image no pixels (width or height 0); re-export it",
+    "jpeg_size_limit": "JPEG cannot hold a side over 65,500 pixels; crop or downscale it, or "
+    "pack as PNG (pack.encoding / --encoding .png)",
+    "not_regular_file": "a FIFO, device, socket or directory, not an image file; list only "
+    "regular files",
     "missing": "the object vanished between listing and packing; re-run",
     "read_error": "the object could not be read; check permissions and re-run",
     # segmentation pairs (both the image and its mask are quarantined together)
@@ -43,8 +48,8 @@ FIXES = {
     "nothing to do, or change the rule",
     "outside_pair_folders": "not under the spec's images or masks folder; move or remove it",
     "duplicate_stem": "two images (or masks) share one name stem; rename one",
-    "outside_root": "the .lst path is absolute or climbs out of ROOT with '..'; "
-    "list it relative to ROOT",
+    "outside_root": "the .lst path is absolute, climbs out of ROOT with '..', or is a "
+    "symbolic link that leads out of ROOT; list it relative to ROOT, or copy the file in",
     "bad_lst_line": "the .lst line is not 'index<TAB>label(s)<TAB>path' with an integer index "
     ">= 0 and float32 labels; fix or regenerate the .lst",
     "duplicate_key": "an earlier .lst line has the same index, and an .idx key must be "

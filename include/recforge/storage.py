@@ -33,21 +33,38 @@ class ObjectInfo:
     etag: str
 
 
+RETRY_MODE = "adaptive"  # botocore's: standard retries plus client-side rate limiting
+MAX_ATTEMPTS = 8  # per call, botocore's own retries (5xx, throttling, connection errors)
+BACKOFF_S = 0.2  # first pause of recforge's retries around what botocore does not retry
+
+
+def retry_settings() -> tuple[str, int, float]:
+    """``(mode, max_attempts, backoff_s)``: the defaults above, or the environment's
+    ``RECFORGE_S3_RETRY_MODE`` / ``RECFORGE_S3_MAX_ATTEMPTS`` / ``RECFORGE_S3_BACKOFF_S``
+    (the fault tests shorten them)."""
+    env = os.environ
+    return (env.get("RECFORGE_S3_RETRY_MODE") or RETRY_MODE,
+            int(env.get("RECFORGE_S3_MAX_ATTEMPTS") or MAX_ATTEMPTS),
+            float(env.get("RECFORGE_S3_BACKOFF_S") or BACKOFF_S))
+
+
 def s3_client():
-    """A boto3 S3 client per thread (clients are not safe to share across fork/threads)."""
-    pid = os.getpid()
+    """A boto3 S3 client per thread (clients are not safe to share across fork/threads),
+    made again when the endpoint, credentials or retry settings in the environment change."""
+    key = (os.getpid(), os.environ.get("AWS_ENDPOINT_URL"), os.environ.get("AWS_ENDPOINT_URL_S3"),
+           os.environ.get("AWS_ACCESS_KEY_ID"), retry_settings())
     cached = getattr(_local, "client", None)
-    if cached is None or cached[0] != pid:
-        import boto3
+    if cached is None or cached[0] != key:
         from botocore.config import Config
 
-        client = boto3.client(
+        mode, attempts, _ = key[-1]
+        client = _session(key).client(
             "s3",
-            config=Config(retries={"max_attempts": 8, "mode": "adaptive"},
+            config=Config(retries={"max_attempts": attempts, "mode": mode},
                           s3={"addressing_style": "path"}),
         )
         _count_transfers(client)
-        _local.client = (pid, client)
+        _local.client = (key, client)
         return client
     return cached[1]
 
@@ -103,6 +120,21 @@ def _count_transfers(client) -> None:
         events.register(f"before-send.s3.{op}", sent)
 
 
+_sessions: dict = {}
+_sessions_lock = threading.Lock()
+
+
+def _session(key: tuple):
+    """One boto3 session per process and environment: a session resolves credentials once
+    and keeps them, so boto3's default one would sign with stale keys after a change."""
+    import boto3
+
+    with _sessions_lock:
+        if key[:4] not in _sessions:
+            _sessions[key[:4]] = boto3.session.Session()
+        return _sessions[key[:4]]
+
+
 def join(base: str, *parts: str) -> str:
     """Join URI parts with single slashes."""
     out = base.rstrip("/")
@@ -134,12 +166,23 @@ def local_path(uri: str) -> Path:
 
 
 def _listing(prefix_uri: str, **kwargs) -> tuple[str, Iterator[dict]]:
-    """``(prefix with its trailing slash, pages of list_objects_v2)`` for an S3 prefix."""
+    """``(prefix with its trailing slash, pages of list_objects_v2)`` for an S3 prefix; each
+    page is retried on its own, so a fault late in a long listing does not start it over."""
     bucket, prefix = split_s3(prefix_uri)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
-    paginator = s3_client().get_paginator("list_objects_v2")
-    return prefix, paginator.paginate(Bucket=bucket, Prefix=prefix, **kwargs)
+
+    def pages() -> Iterator[dict]:
+        token: dict = {}
+        while True:
+            page = _retrying(lambda t=token: s3_client().list_objects_v2(
+                Bucket=bucket, Prefix=prefix, **kwargs, **t), prefix_uri)
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    return prefix, pages()
 
 
 def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
@@ -164,7 +207,7 @@ TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "R
 TRANSIENT_TYPES = frozenset({"ResponseStreamingError", "IncompleteReadError", "ReadTimeoutError",
                              "ConnectTimeoutError", "EndpointConnectionError",
                              "ConnectionClosedError", "ProtocolError", "IncompleteRead"})
-READ_ATTEMPTS = 5  # a body that breaks mid-read is fetched again (botocore retries only calls)
+READ_ATTEMPTS = 5  # recforge's attempts around each call, on top of botocore's (see _retrying)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -180,17 +223,31 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (ConnectionError, TimeoutError))
 
 
-def _retrying(read, what: str):
-    """``read()``, again with back-off while it fails transiently (a broken body mid-read)."""
+# Not reaching the server at all: botocore has already spent its attempts on these, and
+# trying again here would only delay the clear error of an endpoint that is down.
+UNREACHABLE_TYPES = frozenset({"EndpointConnectionError", "ConnectTimeoutError",
+                               "ConnectionClosedError"})
+
+
+def _retrying(call, what: str):
+    """``call()``, again with jittered exponential back-off while it fails transiently.
+
+    botocore retries a call's request, but not a body that breaks mid-read (a streamed
+    GET), and it stops retrying when its retry quota runs dry under a burst of 5xx; this
+    outer loop covers both. Every call it wraps is idempotent (GET, HEAD, LIST, a PUT or
+    COPY of the same bytes to the same key, DELETE)."""
+    import random
     import time
 
+    backoff = retry_settings()[2]
     for attempt in range(READ_ATTEMPTS):
         try:
-            return read()
+            return call()
         except Exception as exc:
-            if attempt == READ_ATTEMPTS - 1 or not is_transient(exc):
+            if (attempt == READ_ATTEMPTS - 1 or not is_transient(exc)
+                    or type(exc).__name__ in UNREACHABLE_TYPES):
                 raise
-            time.sleep(min(0.2 * 2 ** attempt, 5.0))
+            time.sleep(min(backoff * 2 ** attempt, 5.0) * (0.5 + random.random() / 2))
     raise AssertionError(f"unreachable: {what}")
 
 
@@ -227,8 +284,8 @@ def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stre
         if if_match:
             cond["IfMatch"] = if_match
         try:
-            resp = s3_client().put_object(Bucket=bucket, Key=key, Body=data,
-                                          ContentType=content_type, **cond)
+            resp = _retrying(lambda: s3_client().put_object(
+                Bucket=bucket, Key=key, Body=data, ContentType=content_type, **cond), uri)
         except Exception as exc:
             if cond and _is_precondition(exc):
                 raise PreconditionFailed(f"{uri}: {exc}") from exc
@@ -261,7 +318,7 @@ def download(uri: str, dest: str | os.PathLike) -> None:
     Path(dest).parent.mkdir(parents=True, exist_ok=True)
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().download_file(bucket, key, str(dest))
+        _retrying(lambda: s3_client().download_file(bucket, key, str(dest)), uri)
     else:
         shutil.copyfile(local_path(uri), dest)
 
@@ -271,7 +328,7 @@ def upload(src: str | os.PathLike, uri: str) -> str:
     digest = sha256_file(src)
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        s3_client().upload_file(str(src), bucket, key)
+        _retrying(lambda: s3_client().upload_file(str(src), bucket, key), uri)
     else:
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -332,7 +389,7 @@ def _s3_or_none(call: str, uri: str) -> dict | None:
 
     bucket, key = split_s3(uri)
     try:
-        return getattr(s3_client(), call)(Bucket=bucket, Key=key)
+        return _retrying(lambda: getattr(s3_client(), call)(Bucket=bucket, Key=key), uri)
     except ClientError as exc:
         if _not_found(exc):
             return None
@@ -421,9 +478,9 @@ def delete_prefix(prefix_uri: str) -> int:
         bucket, prefix = split_s3(prefix_uri)
         keys = [join(prefix, o.key) for o in list_objects(prefix_uri)]
         for i in range(0, len(keys), 1000):
-            s3_client().delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
-            )
+            batch = {"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
+            _retrying(lambda b=batch: s3_client().delete_objects(Bucket=bucket, Delete=b),
+                      prefix_uri)
         return len(keys)
     root = local_path(prefix_uri)
     n = sum(1 for p in root.rglob("*") if p.is_file()) if root.exists() else 0
@@ -448,11 +505,12 @@ def ensure_bucket(uri: str) -> None:
     from botocore.exceptions import ClientError
 
     bucket, _ = split_s3(uri)
-    client = s3_client()
     try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError:
-        client.create_bucket(Bucket=bucket)
+        _retrying(lambda: s3_client().head_bucket(Bucket=bucket), uri)
+    except ClientError as exc:
+        if is_transient(exc):
+            raise
+        _retrying(lambda: s3_client().create_bucket(Bucket=bucket), uri)
 
 
 def read_json(uri: str):
@@ -543,7 +601,7 @@ def copy(src_uri: str, dst_uri: str) -> None:
     if is_s3(src_uri) and is_s3(dst_uri):
         sb, sk = split_s3(src_uri)
         db, dk = split_s3(dst_uri)
-        s3_client().copy({"Bucket": sb, "Key": sk}, db, dk)
+        _retrying(lambda: s3_client().copy({"Bucket": sb, "Key": sk}, db, dk), dst_uri)
         return
     import tempfile
 
@@ -631,18 +689,31 @@ def size_of(uri: str) -> int:
 
 
 def iter_chunks(uri: str, size: int = 1 << 20) -> Iterator[bytes]:
-    """An object's bytes, streamed in chunks of at most ``size``."""
-    if is_s3(uri):
-        bucket, key = split_s3(uri)
-        body = s3_client().get_object(Bucket=bucket, Key=key)["Body"]
+    """An object's bytes, streamed in chunks of at most ``size``. On S3 a body that breaks
+    mid-read is resumed with a ranged GET from the first byte not yet received
+    (``READ_ATTEMPTS`` times per object), so a network fault never truncates a stream."""
+    if not is_s3(uri):
+        with open(local_path(uri), "rb") as f:
+            while chunk := f.read(size):
+                yield chunk
+        return
+    bucket, key = split_s3(uri)
+    pos, failures = 0, 0
+    while True:
+        extra = {"Range": f"bytes={pos}-"} if pos else {}
+        body = _retrying(lambda e=extra: s3_client().get_object(
+            Bucket=bucket, Key=key, **e)["Body"], uri)
         try:
-            yield from body.iter_chunks(size)
+            for data in body.iter_chunks(size):
+                pos += len(data)
+                yield data
+            return
+        except Exception as exc:
+            failures += 1
+            if failures >= READ_ATTEMPTS or not is_transient(exc):
+                raise
         finally:
             body.close()
-        return
-    with open(local_path(uri), "rb") as f:
-        while chunk := f.read(size):
-            yield chunk
 
 
 MIN_PART = 5 * 1024**2  # S3: every part of a multipart upload but the last is at least this
@@ -811,6 +882,8 @@ def explain(exc: BaseException) -> str | None:
                 "variables to export")
     if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError"):
         endpoint = getattr(exc, "kwargs", {}).get("endpoint_url", "the S3 endpoint")
+        parsed = urlparse(endpoint)  # the server, not the request's path and query
+        endpoint = f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else endpoint
         return (f"cannot reach {endpoint}: is the server running, and is AWS_ENDPOINT_URL "
                 f"(now {os.environ.get('AWS_ENDPOINT_URL') or 'unset: AWS'}) right? "
                 "`recforge dev-s3 start` starts the local one")

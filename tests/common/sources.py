@@ -46,3 +46,18 @@ def make_spec(bucket: str, **extra):
         "publish": {"uri": f"s3://{bucket}/datasets"},
         "splits": {"val_ratio": 0.25, "seed": 1},
         "pack": {"resize": 48, "shard_size": 7}, "bench": SMALL_BENCH, **extra})
+
+
+def dag_specs(tmp_path, bucket: str, **extra):
+    """A specs folder holding ``pets.yaml`` for the DAG tests (unscheduled, small shards,
+    the small benchmark), with ``extra`` top-level fields; returns the folder."""
+    import yaml
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "pets.yaml").write_text(yaml.safe_dump({
+        "name": "pets", "schedule": None,
+        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
+        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
+        "bench": SMALL_BENCH, **extra}))
+    return specs

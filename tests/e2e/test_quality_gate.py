@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from recforge import storage
 from recforge.dev import demo
 from recforge.stages import split
-from tests.common.sources import SMALL_BENCH, make_source
+from tests.common.sources import SMALL_BENCH, dag_specs, make_source
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -29,16 +28,9 @@ def test_same_image_in_train_and_val_blocks_publish_and_alerts(
                 if split.assign_split(f"dog/copy_{i}.jpg", 0.25, 0.0, 1) != where)
     storage.put_bytes(f"s3://{bucket}/raw/{twin}", objects[original])
 
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    (specs / "pets.yaml").write_text(yaml.safe_dump({
-        "name": "pets", "schedule": None,
-        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
-        "bench": SMALL_BENCH,
-        "alerts": {"emails": ["ml-team@example.com"], "webhook_url": hook_url,
-                   "smtp_conn_id": "recforge_smtp"},
-    }))
+    specs = dag_specs(tmp_path, bucket, alerts={
+        "emails": ["ml-team@example.com"], "webhook_url": hook_url,
+        "smtp_conn_id": "recforge_smtp"})
     env = demo.airflow_env(REPO, {
         "AIRFLOW_HOME": str(tmp_path / "airflow"), "RECFORGE_SPECS_DIR": str(specs),
         "AIRFLOW_CONN_RECFORGE_SMTP": json.dumps({
@@ -66,16 +58,9 @@ def test_loader_below_its_floor_blocks_publish_and_alerts_with_numbers(
         bucket, tmp_path, webhook_server):  # noqa: F811
     hook_url, received = webhook_server
     make_source(bucket)
-    specs = tmp_path / "specs"
-    specs.mkdir()
     floors = {"cpu": {"min_images_per_sec": 1e9}, "gpu": {"min_images_per_sec": 1e9}}
-    (specs / "pets.yaml").write_text(yaml.safe_dump({
-        "name": "pets", "schedule": None,
-        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
-        "bench": {**SMALL_BENCH, "floors": floors},
-        "alerts": {"webhook_url": hook_url},
-    }))
+    specs = dag_specs(tmp_path, bucket, bench={**SMALL_BENCH, "floors": floors},
+                      alerts={"webhook_url": hook_url})
     env = demo.airflow_env(REPO, {"AIRFLOW_HOME": str(tmp_path / "airflow"),
                                   "RECFORGE_SPECS_DIR": str(specs)})
     ok, out = demo.run_dag_test("recforge__pets", env)
@@ -89,17 +74,10 @@ def test_loader_below_its_floor_blocks_publish_and_alerts_with_numbers(
 def test_warning_publishes_and_notifies(bucket, tmp_path, webhook_server):  # noqa: F811
     hook_url, received = webhook_server
     make_source(bucket)
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    (specs / "pets.yaml").write_text(yaml.safe_dump({
-        "name": "pets", "schedule": None,
-        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
-        "bench": SMALL_BENCH,
-        # no class is exactly as large as the largest: class balance (a warn check) warns
-        "quality": {"class_balance_min_ratio": 1.0},
-        "alerts": {"webhook_url": hook_url},  # on_warning keeps its default (true)
-    }))
+    # no class is exactly as large as the largest: class balance (a warn check) warns;
+    # on_warning keeps its default (true)
+    specs = dag_specs(tmp_path, bucket, quality={"class_balance_min_ratio": 1.0},
+                      alerts={"webhook_url": hook_url})
     env = demo.airflow_env(REPO, {"AIRFLOW_HOME": str(tmp_path / "airflow"),
                                   "RECFORGE_SPECS_DIR": str(specs)})
     ok, out = demo.run_dag_test("recforge__pets", env)

@@ -197,7 +197,7 @@ BAD = {
 # (line, key, path, reason, detail pattern) — the exact report, in .lst order
 EXPECTED_QUARANTINE = [
     (14, 13, "missing.jpg", "missing", r"^no file at .*/root/missing\.jpg$"),
-    (15, 14, "adir.jpg", "read_error", r"^IsADirectoryError: "),
+    (15, 14, "adir.jpg", "not_regular_file", r"/root/adir\.jpg is a directory, not a regular"),
     (16, 15, "not_an_image.jpg", "undecodable", r"^no known image signature"),
     (17, 16, "truncated.jpg", "truncated", r"^JPEG data ends before its end-of-image"),
     (18, 17, "truncated_progressive.jpg", "truncated", r"end-of-image marker"),
@@ -257,7 +257,7 @@ class TestCorpus:
         summary = capsys.readouterr().out.strip().splitlines()[-1]
         assert summary.startswith(
             "im2rec: corpus.lst: listed 30 = packed 13 + quarantined 17 (bad_lst_line 2, "
-            "corrupt 2, duplicate_key 1, missing 1, outside_root 3, read_error 1, "
+            "corrupt 2, duplicate_key 1, missing 1, not_regular_file 1, outside_root 3, "
             "too_many_pixels 2, truncated 3, undecodable 1, zero_bytes 1); wrote corpus.rec, "
             "corpus.idx, corpus.quarantine.tsv in ")
 
@@ -388,13 +388,15 @@ class TestNoPartialOutput:
 
     @pytest.mark.parametrize("sig,workers,status", [(signal.SIGTERM, "2", 143),
                                                     (signal.SIGINT, "1", 130)])
-    def test_signal_while_blocked_on_an_input(self, previous, clean, sig, workers, status):
-        """A FIFO in the list blocks the reader forever: the run is stuck mid-way, with
-        records already written, when the signal arrives."""
-        fifo = clean / f"fifo-{sig}.jpg"  # not a regular file: --list and `work` skip it
-        os.mkfifo(fifo)
+    def test_signal_while_busy_on_a_long_list(self, previous, clean, sig, workers, status):
+        """A long tail of large images keeps the run busy mid-way, with records already
+        written, when the signal arrives. (A FIFO no longer blocks it: it is refused as
+        ``not_regular_file`` without being opened for a blocking read.)"""
+        big = clean / f"big-{sig}.png"  # not listed by --list, nor by `work`
+        big.write_bytes(ic.png(np.random.default_rng(0).integers(0, 256, (1500, 1500, 3),
+                                                                  dtype=np.uint8)))
         with open(previous / "data.lst", "a", encoding="utf-8") as f:
-            f.write(f"999\t0.000000\t{fifo.name}\n")
+            f.writelines(f"{1000 + i}\t0.000000\t{big.name}\n" for i in range(2000))
         proc = subprocess.Popen(
             [sys.executable, "-m", "recforge.cli", "im2rec", str(previous / "data"), str(clean),
              "--resize", "32", "--num-thread", workers, "--no-reduced-decode"],
@@ -407,13 +409,14 @@ class TestNoPartialOutput:
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.05)
             time.sleep(0.3)
+            assert proc.poll() is None, "finished before the signal"
             proc.send_signal(sig)
             _, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            fifo.unlink()
+            big.unlink()
         assert proc.returncode == status, err
         assert "no partial output was left" in err
         self.assert_untouched(previous)

@@ -28,7 +28,9 @@ def _build(args: argparse.Namespace) -> int:
     q = result["quality_gate"]
     warned = f" with warnings {q['warned']}" if q["warned"] else ""
     print(f"quality checklist: passed{warned}; Data Docs: {q['data_docs']}")
-    print(f"report: {q['report']}\n  open: {q['report_url']}")
+    from recforge import storage
+
+    print(f"report: {q['report']}\n  open: {storage.browser_url(q['report'])}")
     if result["publish"]:
         print(f"published: {result['publish']['uri']}")
         if result["publish"].get("report"):

@@ -189,6 +189,10 @@ def validate_local(root: Path, num_classes: int | None = None) -> dict:
         doc = json.loads(classes.read_text(encoding="utf-8")) if classes.exists() else {}
         if not isinstance(doc, dict):
             raise ValueError("the top level is not an object")
+        for name, low in (("num_classes", 1), ("ignore_index", 0)):
+            value = doc.get(name)
+            if value is not None and (type(value) is not int or value < low):
+                raise ValueError(f"{name} is {value!r}, not a whole number >= {low}")
     except (ValueError, UnicodeDecodeError) as exc:
         return {"ok": False, "num_classes": num_classes, "splits": {},
                 "failures": [f"{names.CLASSES} is not a valid classes document: {exc}"]}

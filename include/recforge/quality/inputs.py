@@ -127,13 +127,20 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
 
         row = records.loc[index]
         try:
-            got = recordio.read_record_at(io.BytesIO(storage.get_range(uri, start, span)), 0)
+            data = storage.get_range(uri, start, span)
+        except Exception as exc:  # could not read: not a fact about the record
+            if not _past_the_end(exc):  # raised as it is: a transient one stays transient
+                log.error("quality: could not read %s bytes %d-%d to check record %s "
+                          "(failing the task, to be retried): %r", uri, start,
+                          start + span - 1, row["key"], exc)
+                raise
+            data = b""  # the manifest points past the end of the .rec: read, and wrong
+        try:
+            got = recordio.read_record_at(io.BytesIO(data), 0)
             if got is None:
                 raise recordio.RecordIOError(f"no record at byte {start}")
             header, img_bytes = recordio.unpack_image_record(got[0])
-        except Exception as exc:  # bad framing or a range past the end: the record is bad;
-            if storage.is_transient(exc):  # a read error is not a fact about the record
-                raise
+        except recordio.RecordIOError as exc:  # read, and wrong: the record is bad
             log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
             return index, ("bad_record", False, None, None)
         label = header.label[0] if isinstance(header.label, tuple) else header.label
@@ -156,6 +163,14 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
                 records.at[index, col] = value
     log.info("quality: re-read and decoded %d records from the .rec files", len(jobs))
     return records
+
+
+def _past_the_end(exc: Exception) -> bool:
+    """S3's answer to a range that starts after the object's last byte (416)."""
+    response = getattr(exc, "response", None)
+    return isinstance(response, dict) and (
+        str(response.get("Error", {}).get("Code")) == "InvalidRange"
+        or response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 416)
 
 
 def _label_equal(a, b) -> bool:

@@ -32,7 +32,8 @@ QUARANTINE_ROWS = 40
 QUARANTINE_THUMBS = 20
 # reasons whose source bytes are never decoded for a thumbnail (bombs, nothing to show)
 NO_THUMBNAIL = {"too_many_pixels", "zero_bytes", "unsafe_key", "missing", "read_error",
-                "unsupported_extension", "too_large", "hidden_file"}
+                "unsupported_extension", "too_large", "hidden_file", "zero_size",
+                "not_regular_file"}
 MAX_THUMBNAIL_SOURCE = 16 << 20
 STATUS_CLASS = {"passed": "pass", "warning": "warn", "failed": "fail", "not run": "skip",
                 "off": "skip"}

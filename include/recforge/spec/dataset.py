@@ -16,7 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from recforge.errors import SpecError
-from recforge.spec.alerts import AlertSpec
+from recforge.spec.alerts import ENV_REF, AlertSpec
 from recforge.spec.base import StrictModel
 from recforge.spec.bench import BenchSpec
 from recforge.spec.quality import QualitySpec
@@ -29,6 +29,7 @@ BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 CRON_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly",
                 "@quarterly", "@yearly", "@annually")
 MAX_PIXELS_CEILING = 4_000_000_000  # ~12 GB of RGB: above it the bomb guard means nothing
+REDACTED_WEBHOOK = "(redacted: a webhook URL is a secret; write it as ${ENV_VAR} in the spec)"
 
 
 def check_uri(v: str, field: str = "uri") -> str:
@@ -272,6 +273,16 @@ class DatasetSpec(StrictModel):
     @property
     def staging(self) -> str:
         return self.staging_uri or f"{self.publish.uri.rstrip('/')}/_staging"
+
+    def public_dump(self) -> dict:
+        """The spec as JSON data for what recforge writes down (the published manifest, the
+        report): a literal ``alerts.webhook_url`` is a secret, so it is replaced by
+        ``REDACTED_WEBHOOK`` (a ``${ENV_VAR}`` reference names no secret and is kept)."""
+        data = self.model_dump(mode="json")
+        url = data.get("alerts", {}).get("webhook_url")
+        if url is not None and not ENV_REF.match(url):
+            data["alerts"]["webhook_url"] = REDACTED_WEBHOOK
+        return data
 
     def with_overrides(self, overrides: dict) -> DatasetSpec:
         """A copy with dotted-path overrides applied (``{"pack.resize": 128}``), re-validated."""

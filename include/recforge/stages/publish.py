@@ -79,8 +79,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
     report = storage.join(target, names.REPORT)
     if storage.exists(report):
         out["report"] = report
-        log.info("publish: report %s (open in a browser: %s)", report,
-                 storage.browser_url(report))
+        log.info("publish: report %s", report)  # no presigned link: a bearer credential
     return out
 
 
@@ -194,7 +193,7 @@ def _write_manifest(run: Run, target: str, version: str, files: list[dict], summ
     manifest = {
         "dataset": spec.name, "version": version, "run_id": run.run_id,
         "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
-        "files": files, "summary": summary, "spec": spec.model_dump(mode="json"),
+        "files": files, "summary": summary, "spec": spec.public_dump(),
         "previous_uri": previous["uri"] if previous and previous["uri"] != target else None,
         **metadata,
     }

@@ -40,9 +40,8 @@ def _quality_gate(run: Run) -> dict:
         run.out, spec.quality, docs_uri=run.quality_docs, source_manifest=run.source_manifest,
         pack=spec.pack, task=spec.task, loader_results=bench, dataset=spec.name,
         run_name=run.run_id)
-    log.info("quality gate: %s; Data Docs: %s (open in a browser: %s)",
-             "passed" if result["ok"] else "FAILED", result["data_docs"],
-             storage.browser_url(result["data_docs"]))
+    log.info("quality gate: %s; Data Docs: %s", "passed" if result["ok"] else "FAILED",
+             result["data_docs"])
     log.info("checklist:\n%s", format_table(result))
     result.update(write_report(run))
     return enforce(result)
@@ -53,13 +52,15 @@ def write_report(run: Run) -> dict:
     is and a link a browser can open."""
     latest = releases.read_latest(run.spec)
     about = {"dataset": run.spec.name, "version": run.version(), "run_id": run.run_id,
-             "task": run.spec.task, "spec": run.spec.model_dump(mode="json"),
+             "task": run.spec.task, "spec": run.spec.public_dump(),
              "previous_uri": latest["uri"] if latest and latest.get("run_id") != run.run_id
              else None}
     with tempfile.TemporaryDirectory(prefix="recforge-report-") as tmp:
         local = build_report(run.out, Path(tmp) / names.REPORT, about=about)
         uri = run.output(names.REPORT)
         storage.put_bytes(uri, local.read_bytes(), "text/html; charset=utf-8")
-    url = storage.browser_url(uri)
-    log.info("report: %s (open in a browser: %s)", uri, url)
-    return {"report": uri, "report_url": url}
+    # no presigned link here: the result is logged (Airflow logs a task's return value) and
+    # kept in XCom, and a link names the access key and opens the object to whoever holds
+    # it. The CLI and the alert presign `report` where they show it (storage.browser_url).
+    log.info("report: %s", uri)
+    return {"report": uri}

@@ -1,0 +1,113 @@
+"""Killed tasks are harmless: a ``pack`` of one shard and a ``merge`` SIGKILLed after they
+have started writing to staging, then run again, leave exactly the bytes of an uninterrupted
+run, with no record lost or doubled.
+
+The killed stage runs in its own process (as an Airflow worker runs a task), through the
+fault proxy in ``delay`` mode, so it is slow enough to be killed reliably half-way: after its
+first staged object appears, before its last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from recforge import stages, storage
+from recforge.format import names
+from recforge.run import Run
+from tests.common.faultproxy import running_proxy
+from tests.common.sources import make_source, make_spec
+
+BEFORE_PACK = ("ingest", "flatten", "remap_labels", "split")
+RUN_STAGE = ("import json, sys\n"
+             "from recforge import stages\nfrom recforge.run import Run\n"
+             "from recforge.spec import parse_spec\n"
+             "spec = parse_spec(json.load(open(sys.argv[1])))\n"
+             "stages.entry(sys.argv[3])(Run(spec, sys.argv[2]), *sys.argv[4:])\n")
+
+
+def snapshot(prefix: str, skip=("plan.jsonl",)) -> dict[str, bytes]:
+    return {o.key: storage.get_bytes(storage.join(prefix, o.key))
+            for o in storage.list_objects(prefix) if o.key not in skip}
+
+
+def planned(spec, run_id: str) -> tuple[Run, list[str]]:
+    run = Run(spec, run_id)
+    for task_id in BEFORE_PACK:
+        stages.entry(task_id)(run)
+    return run, storage.read_json(run.shard_list)["shards"]
+
+
+def kill_when_written(s3_endpoint, tmp_path, run: Run, stage: str, args: list[str],
+                      watch: str, first: str, last: str) -> dict[str, bytes]:
+    """Run ``stage`` in a subprocess (its S3 requests each delayed), SIGKILL it as soon as
+    ``first`` appears under ``watch``; returns what it had staged there. Fails unless it was
+    killed before ``last`` was written."""
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(run.spec.model_dump(mode="json")))
+    with running_proxy(s3_endpoint, rate=1.0, modes=("delay",), max_delay_s=0.3) as proxy:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RUN_STAGE, str(spec_file), run.run_id, stage, *args],
+            env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        try:
+            while first not in snapshot(watch) and proc.poll() is None:
+                assert time.monotonic() < deadline, "the stage never started writing"
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGKILL)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == -signal.SIGKILL, f"finished before the kill: {err.decode()}"
+    staged = snapshot(watch)
+    assert staged and last not in staged, f"not killed half-way: {sorted(staged)}"
+    return staged
+
+
+@pytest.fixture
+def source(bucket):
+    make_source(bucket, classes=("dog", "eel"), per_class=6)
+    return make_spec(bucket)
+
+
+def test_a_killed_pack_run_again_stages_the_same_bytes(source, s3_endpoint, tmp_path):
+    clean, shards = planned(source, "clean")
+    shard = shards[0]
+    stages.entry("pack")(clean, shard)
+    expected = snapshot(clean.shard_output(shard, ""))
+
+    killed, _ = planned(source, "killed")
+    kill_when_written(s3_endpoint, tmp_path, killed, "pack", [shard],
+                      killed.shard_output(shard, ""), names.rec(names.SHARD_PART),
+                      names.QUARANTINE)
+    stages.entry("pack")(killed, shard)  # the retry
+    assert snapshot(killed.shard_output(shard, "")) == expected
+
+
+def test_a_killed_merge_run_again_publishes_the_same_bytes(source, s3_endpoint, tmp_path):
+    runs = {}
+    for run_id in ("clean", "killed"):
+        run, shards = planned(source, run_id)
+        for shard in shards:
+            stages.entry("pack")(run, shard)
+        runs[run_id] = run
+    stages.entry("merge")(runs["clean"])
+    expected = snapshot(runs["clean"].out)
+
+    killed = runs["killed"]
+    kill_when_written(s3_endpoint, tmp_path, killed, "merge", [], killed.out,
+                      names.rec("train"), names.SUMMARY)
+    summary = stages.entry("merge")(killed)  # the retry
+    assert snapshot(killed.out) == expected
+    records = storage.read_jsonl(killed.output(names.RECORDS))
+    keys = [r["source_key"] for r in records]
+    assert len(keys) == len(set(keys)) == summary["packed"]
+    assert summary["listed"] == summary["packed"] + summary["quarantined"]

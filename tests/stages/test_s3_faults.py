@@ -1,0 +1,119 @@
+"""S3 faults never shrink a dataset: a whole ``recforge build`` through a proxy that fails 5 %
+of the requests (503 SlowDown, 500 InternalError, a connection reset mid-body, delays; each
+alone and mixed) publishes exactly the bytes of a fault-free build; S3 down fails the build
+with the endpoint named and nothing published."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from recforge import pipeline, storage
+from tests.common.faultproxy import MODES, running_proxy
+from tests.common.sources import make_source, make_spec
+
+DATA_FILES = (".rec", ".idx", ".lst")
+COMPARED = ("records.jsonl", "quarantine.jsonl", "summary.json", "classes.json")
+
+
+def published_data(uri: str) -> dict[str, bytes]:
+    """The published data files of a version: ``*.rec``/``.idx``/``.lst`` and the manifests
+    that do not name the run (the record manifest, quarantine, summary, classes)."""
+    return {o.key: storage.get_bytes(f"{uri}/{o.key}") for o in storage.list_objects(uri)
+            if o.key.endswith(DATA_FILES) or o.key in COMPARED}
+
+
+@pytest.fixture
+def through(s3_endpoint, monkeypatch):
+    """``through(**proxy kwargs)``: a fault proxy in front of the S3 server, with boto3
+    pointed at it (and short back-offs) for the ``with`` block."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def _through(**kwargs):
+        with running_proxy(s3_endpoint, **kwargs) as proxy:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+            try:
+                yield proxy
+            finally:
+                monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+
+    monkeypatch.setenv("RECFORGE_S3_BACKOFF_S", "0.01")
+    monkeypatch.setenv("RECFORGE_S3_RETRY_MODE", "standard")
+    return _through
+
+
+@pytest.fixture(scope="module")
+def baseline(s3_endpoint):
+    """One fault-free build of a small source; yields (bucket, its published data)."""
+    import uuid
+
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    storage.s3_client().create_bucket(Bucket=bucket)
+    make_source(bucket, classes=("dog", "eel"), per_class=6)
+    spec = make_spec(bucket)
+    out = pipeline.build(spec, run_id="clean", workers=1)
+    return bucket, published_data(out["publish"]["uri"])
+
+
+@pytest.mark.parametrize("modes", [(m,) for m in MODES] + [MODES], ids="+".join)
+def test_faulty_s3_publishes_the_same_bytes(baseline, through, modes):
+    bucket, expected = baseline
+    spec = make_spec(bucket).with_overrides({"publish.uri": f"s3://{bucket}/{'_'.join(modes)}"})
+    with through(rate=0.05, modes=modes, seed=len(modes) + sum(map(len, modes))) as proxy:
+        out = pipeline.build(spec, run_id="faulty", workers=1)
+    injected = sum(proxy.stats[m] for m in modes)
+    assert injected >= 3, f"too few faults to prove anything: {dict(proxy.stats)}"
+    got = published_data(out["publish"]["uri"])
+    assert sorted(got) == sorted(expected)
+    for name, data in expected.items():
+        assert got[name] == data, f"{name} differs after {dict(proxy.stats)}"
+
+
+def test_s3_down_names_the_endpoint_and_publishes_nothing(baseline, through, monkeypatch,
+                                                          capsys, tmp_path):
+    import yaml
+
+    from recforge.cli import main
+
+    bucket, _ = baseline
+    monkeypatch.setenv("RECFORGE_S3_MAX_ATTEMPTS", "2")
+    spec = make_spec(bucket).with_overrides({"publish.uri": f"s3://{bucket}/down"})
+    spec_file = tmp_path / "pets.yaml"
+    spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    with through() as proxy:
+        proxy.down = True
+        assert main(["build", str(spec_file), "--run-id", "down"]) == 2
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+    err = capsys.readouterr().err
+    assert f"cannot reach {endpoint}: is the server running" in err, err
+    assert "AWS_ENDPOINT_URL" in err
+    assert proxy.stats["refused"] >= 2
+    assert not list(storage.list_objects(f"s3://{bucket}/down"))
+
+
+def test_the_gate_tells_a_record_it_cannot_read_from_a_wrong_one(bucket, through, tmp_path,
+                                                                 monkeypatch):
+    """The checklist's re-read sample: a record read and wrong (its offset past the end of
+    the .rec) is a failed check; a record that cannot be read (every GET reset) fails the
+    task with a transient error, to be retried, and is never counted as corrupt."""
+    import pandas as pd
+
+    from recforge.quality.inputs import load_inputs, verify_records
+    from tests.quality.test_quality import write_packed
+
+    write_packed(tmp_path)
+    prefix = f"s3://{bucket}/ds"
+    for p in tmp_path.iterdir():
+        storage.upload(p, storage.join(prefix, p.name))
+    inputs = load_inputs(prefix)
+    records = pd.DataFrame(inputs.records)
+    records.loc[0, "offset"] = 10 ** 7
+    checked = verify_records(records.copy(), inputs.rec_uris, None)
+    assert list(checked["rec_status"]) == ["bad_record"] + ["ok"] * (len(records) - 1)
+
+    monkeypatch.setenv("RECFORGE_S3_MAX_ATTEMPTS", "2")
+    with through(rate=1.0, modes=("reset",)), pytest.raises(Exception) as failed:
+        verify_records(records.copy(), inputs.rec_uris, None)
+    assert storage.is_transient(failed.value), repr(failed.value)
