@@ -2,8 +2,10 @@
 
 The S3 endpoint comes from boto3's own configuration (``AWS_ENDPOINT_URL`` /
 ``AWS_ENDPOINT_URL_S3``, profiles), so the same code talks to the local dev server, MinIO and
-AWS. Local paths (``/abs/dir`` or ``file:///abs/dir``) exist for the CLI and for inspecting
-published data; the pipeline's staging and publishing normally use S3.
+AWS; :func:`configure_s3` replaces that with another client factory (in Airflow: the
+connection, ``recforge.orchestration.connections``). Local paths (``/abs/dir`` or
+``file:///abs/dir``) exist for the CLI and for inspecting published data; the pipeline's
+staging and publishing normally use S3.
 """
 
 from __future__ import annotations
@@ -30,20 +32,39 @@ class ObjectInfo:
     etag: str
 
 
+def client_config():
+    """The botocore settings every recforge S3 client uses (adaptive retries, path style)."""
+    from botocore.config import Config
+
+    return Config(retries={"max_attempts": 8, "mode": "adaptive"},
+                  s3={"addressing_style": "path"})
+
+
+def default_client():
+    """boto3's own chain: ``AWS_*`` variables / ``AWS_ENDPOINT_URL``, profiles, roles."""
+    import boto3
+
+    return boto3.client("s3", config=client_config())
+
+
+_factory: dict = {"make": default_client, "generation": 0}
+
+
+def configure_s3(factory=None) -> None:
+    """Make every S3 client with ``factory()`` (a callable returning a boto3 S3 client) from
+    now on, in every thread; ``None`` restores boto3's default chain. Airflow's edge uses it to
+    hand over an Airflow connection; the CLI never calls it."""
+    _factory["make"] = factory or default_client
+    _factory["generation"] += 1
+
+
 def s3_client():
     """A boto3 S3 client per thread (clients are not safe to share across fork/threads)."""
-    pid = os.getpid()
+    key = (os.getpid(), _factory["generation"])
     cached = getattr(_local, "client", None)
-    if cached is None or cached[0] != pid:
-        import boto3
-        from botocore.config import Config
-
-        client = boto3.client(
-            "s3",
-            config=Config(retries={"max_attempts": 8, "mode": "adaptive"},
-                          s3={"addressing_style": "path"}),
-        )
-        _local.client = (pid, client)
+    if cached is None or cached[0] != key:
+        client = _factory["make"]()
+        _local.client = (key, client)
         return client
     return cached[1]
 
