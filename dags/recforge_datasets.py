@@ -158,7 +158,7 @@ def build_dag(spec: DatasetSpec):
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict:
             if context["params"].get("dry_run"):  # skipped: no Asset event for unpublished data
-                from airflow.exceptions import AirflowSkipException
+                from airflow.sdk.exceptions import AirflowSkipException
 
                 raise AirflowSkipException(
                     "dry run: not published; the dataset stays in the run's staging out/")
@@ -190,7 +190,7 @@ def invalid_spec_dag(file_name: str, error: Exception):
     def invalid():
         @task(retries=0)
         def spec_error():
-            from airflow.exceptions import AirflowFailException
+            from airflow.sdk.exceptions import AirflowFailException
 
             raise AirflowFailException(str(error))
 

@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, sys, time
 t0 = time.monotonic()
-from airflow.models.dagbag import DagBag
-bag = DagBag(sys.argv[1], include_examples=False)
+from airflow.models import DagBag
+bag = DagBag(sys.argv[1])  # examples are off: AIRFLOW__CORE__LOAD_EXAMPLES=False
 heavy = sorted(m for m in ("mxnet", "cv2", "great_expectations", "boto3", "numpy")
                if m in sys.modules)
 out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "heavy": heavy, "dags": {},
@@ -24,7 +24,8 @@ out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "heavy": hea
 for dag_id, dag in bag.dags.items():
     out["dags"][dag_id] = {
         "tags": sorted(dag.tags), "catchup": dag.catchup,
-        "max_active_runs": dag.max_active_runs, "schedule": str(dag.timetable.summary),
+        "max_active_runs": dag.max_active_runs,
+        "schedule": str(getattr(dag.timetable, "summary", None) or dag.schedule),
         "doc_md": dag.doc_md or "", "params": sorted(dag.params.keys()),
         "param_specs": {k: {"schema": dag.params.get_param(k).schema,
                             "default": dag.params.get_param(k).value,

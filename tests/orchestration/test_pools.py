@@ -27,7 +27,8 @@ def test_slots_are_resized_from_the_environment():
 
 def test_airflow_loads_the_policy_from_the_entry_point():
     code = ("from airflow import settings as s; "
-            "h = s.POLICY_PLUGIN_MANAGER.hook.task_instance_mutation_hook; "
+            "pm = getattr(s, 'get_policy_plugin_manager', lambda: s.POLICY_PLUGIN_MANAGER)(); "
+            "h = pm.hook.task_instance_mutation_hook; "
             "print([i.plugin_name for i in h.get_hookimpls()], "
             "s.task_instance_mutation_hook.is_noop)")
     last = subprocess.check_output([sys.executable, "-c", code], text=True).splitlines()[-1]

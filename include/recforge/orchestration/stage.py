@@ -94,7 +94,7 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
         connections.use_connection(run.spec.aws_conn_id)
         return stages.entry(task_id)(run, *args)
     except RecforgeFailure as exc:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         if ti is not None:
             _push(ti, xcom.ERROR_KEY, f"{type(exc).__name__}: {exc}"[:4000])
