@@ -156,3 +156,12 @@ def test_real_run_publishes_and_its_asset_event_carries_version_and_uri(fresh):
             "environment": "S3: no Airflow connection 'aws_default'"}[fresh["mode"]]
     task_logs = (p.read_text(errors="replace") for p in (fresh["home"] / "logs").rglob("*.log"))
     assert any(said in text for text in task_logs), f"no task log says {said!r}"
+
+
+def test_a_bad_value_is_refused_with_a_message_that_names_the_limit(fresh):
+    if fresh["mode"] == "connection":
+        pytest.skip("the trigger form is checked once, in the environment set-up")
+    status, body = fresh["api"].call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                                     {"logical_date": None, "conf": {"resize": 20000}})
+    assert status == 400, body
+    assert "resize" in json.dumps(body) and "maximum of 16384" in json.dumps(body)
