@@ -7,7 +7,7 @@
 # Python packages are installed as the `airflow` user, pinned by this repo's constraints.txt,
 # which is the same resolved set CI tests with. No credentials are baked in (.env is in
 # .dockerignore); they come from the environment at run time.
-FROM apache/airflow:3.1.8-python3.11
+FROM apache/airflow:3.3.2-python3.11
 
 # MXNet's wheel bundles OpenBLAS and libgfortran.so.3 but links two system libraries it does
 # not ship: libgomp.so.1 (OpenMP) and libquadmath.so.0 (needed by the bundled libgfortran;

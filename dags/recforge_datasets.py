@@ -29,27 +29,44 @@ from recforge.orchestration.docs import dag_doc
 from recforge.orchestration.notifier import QualityNotifier
 from recforge.spec import DatasetSpec, load_specs
 
+# s3://bucket[/prefix] or an absolute path; the spec re-validates the whole value on the worker
+URI_PATTERN = r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|/.+)$"
+
 
 def _params(spec: DatasetSpec) -> dict[str, Param]:
-    opt_str = ["null", "string"]
+    """The trigger form. Every field but ``dry_run`` is optional (``null`` = the spec's value),
+    so an untouched form is valid; the limits are the spec's own."""
+    def optional(kind: str, title: str, section: str, description: str, **schema) -> Param:
+        return Param(None, type=["null", kind], title=title, section=section,
+                     description=description, **schema)
+
     return {
-        "source_uri": Param(None, type=opt_str, pattern=r"^(s3://[a-z0-9.\-]{3,63}(/.*)?|/.*)$",
-                            title="Source prefix", description=f"default {spec.source.uri}",
-                            section="Data"),
-        "publish_uri": Param(None, type=opt_str, pattern=r"^(s3://[a-z0-9.\-]{3,63}(/.*)?|/.*)$",
-                             title="Publish target", description=f"default {spec.publish.uri}",
-                             section="Data"),
-        "resize": Param(None, type=["null", "integer"], minimum=0, maximum=16384,
-                        title="Resize short side (px)", description=f"default {spec.pack.resize}",
-                        section="Packing"),
-        "quality": Param(None, type=["null", "integer"], minimum=1, maximum=100,
-                         title="JPEG quality", description=f"default {spec.pack.quality}",
-                         section="Packing"),
-        "shard_size": Param(None, type=["null", "integer"], minimum=1, maximum=1_000_000,
-                            title="Images per pack task",
-                            description=f"default {spec.pack.shard_size}", section="Packing"),
-        "dry_run": Param(False, type="boolean", title="Dry run",
-                         description="build and validate, but do not publish", section="Run"),
+        "source_uri": optional(
+            "string", "Source prefix", "Data", pattern=URI_PATTERN,
+            description=f"Where the raw images are read: s3://bucket/prefix (or an absolute "
+            f"path on the workers). Empty: {spec.source.uri}"),
+        "publish_uri": optional(
+            "string", "Publish target", "Data", pattern=URI_PATTERN,
+            description=f"Where versions go (<target>/{spec.name}/<version>/, latest.json "
+            f"last): s3://bucket/prefix, not inside the source. Empty: {spec.publish.uri}"),
+        "resize": optional(
+            "integer", "Resize short side (px)", "Packing", minimum=0, maximum=16384,
+            description=f"Short side of every packed image in pixels, 0 to 16384; 0 keeps "
+            f"the original size. Empty: {spec.pack.resize}"),
+        "quality": optional(
+            "integer", "JPEG quality", "Packing", minimum=1, maximum=100,
+            description=f"JPEG quality of the packed images, 1 to 100 (higher: larger, "
+            f"sharper). Empty: {spec.pack.quality}"),
+        "shard_size": optional(
+            "integer", "Images per pack task", "Packing", minimum=1, maximum=1_000_000,
+            description=f"At least this many images per pack task, 1 to 1,000,000 (raised "
+            f"if needed to stay within Airflow's max_map_length). Empty: "
+            f"{spec.pack.shard_size}"),
+        "dry_run": Param(
+            False, type="boolean", title="Dry run", section="Run",
+            description="On: build, validate, benchmark and check the dataset, but publish "
+            "nothing (no version, no latest.json, no Asset event); the result stays in the "
+            "run's staging prefix. Off (default): publish when every check passes."),
     }
 
 
@@ -141,7 +158,7 @@ def build_dag(spec: DatasetSpec):
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict:
             if context["params"].get("dry_run"):  # skipped: no Asset event for unpublished data
-                from airflow.exceptions import AirflowSkipException
+                from airflow.sdk.exceptions import AirflowSkipException
 
                 raise AirflowSkipException(
                     "dry run: not published; the dataset stays in the run's staging out/")
@@ -173,7 +190,7 @@ def invalid_spec_dag(file_name: str, error: Exception):
     def invalid():
         @task(retries=0)
         def spec_error():
-            from airflow.exceptions import AirflowFailException
+            from airflow.sdk.exceptions import AirflowFailException
 
             raise AirflowFailException(str(error))
 

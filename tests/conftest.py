@@ -13,7 +13,11 @@ import pytest
 
 from recforge.dev import s3server
 from tests.common.browser import artifacts, browser, page, pytest_runtest_setup  # noqa: F401
-from tests.common.receivers import smtp_server, webhook_server  # noqa: F401  (fixtures)
+from tests.common.receivers import (  # noqa: F401  (fixtures)
+    flaky_webhook_server,
+    smtp_server,
+    webhook_server,
+)
 
 
 @pytest.fixture(scope="session")

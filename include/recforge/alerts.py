@@ -3,9 +3,11 @@
 One :class:`Alert` names the dataset, the run, each failed (and warned) check with its
 observed value, and links to the Data Docs and the task log. It goes out as an email over
 SMTP and as a Slack-style incoming-webhook POST (``{"text": ..., "blocks": [...]}``, which
-Slack, Mattermost and Rocket.Chat accept). The plain functions work without Airflow; in
-Airflow, ``recforge.orchestration.notifier.QualityNotifier`` is the task callback that sends
-them, with email through an Airflow SMTP connection. This module imports no Airflow.
+Slack, Mattermost and Rocket.Chat accept). The plain senders (``smtplib``, ``urllib``) work
+without Airflow; in Airflow, ``recforge.orchestration.notifier.QualityNotifier`` is the task
+callback, and it delivers through the smtp and http providers' hooks and connections
+(:func:`dispatch` takes the senders). This module composes the messages and imports no
+Airflow.
 
 Configured per dataset by the spec's ``alerts`` field (``recforge.spec.alerts.AlertSpec``).
 The webhook URL is a secret: write it as ``${ENV_VAR}`` in the spec and set the variable on
@@ -19,7 +21,7 @@ import json
 import logging
 import smtplib
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
@@ -224,18 +226,6 @@ def send_email(alert: Alert, to: Iterable[str], smtp: SmtpSettings) -> None:
     log.info("alert email sent to %s via %s:%d", to, smtp.host, smtp.port)
 
 
-def send_email_via_connection(alert: Alert, to: Iterable[str], conn_id: str = "smtp_default",
-                              from_email: str | None = None) -> None:
-    """Send the alert through an Airflow SMTP connection (host, port, login, TLS extras)."""
-    from airflow.providers.smtp.hooks.smtp import SmtpHook
-
-    to = list(to)
-    with SmtpHook(smtp_conn_id=conn_id) as hook:
-        sender = from_email or hook.from_email or f"recforge@{hook.host or 'localhost'}"
-        hook._smtp_client.send_message(email_message(alert, to, sender))
-    log.info("alert email sent to %s via Airflow connection %s", to, conn_id)
-
-
 def post_webhook(alert: Alert, url: str, timeout: float = 15.0) -> int:
     """POST the alert as Slack-style JSON; returns the HTTP status, raises on non-2xx."""
     body = json.dumps(alert.webhook_payload()).encode("utf-8")
@@ -255,31 +245,49 @@ def should_send(alert: Alert, spec: AlertSpec) -> bool:
     return spec.on_success
 
 
-def dispatch(alert: Alert, spec: AlertSpec | dict, smtp: SmtpSettings | None = None) -> dict:
+def _plain_email(smtp: SmtpSettings | None):
+    def send(alert: Alert, spec: AlertSpec) -> None:
+        if smtp is None:
+            raise RuntimeError("no mail server: pass SmtpSettings, or send through an Airflow "
+                               "SMTP connection (recforge.orchestration.notifier)")
+        send_email(alert, spec.emails, smtp)
+
+    return send
+
+
+def _plain_webhook(alert: Alert, spec: AlertSpec) -> None:
+    if not spec.webhook_url:
+        raise RuntimeError(f"alerts.webhook_conn_id {spec.webhook_conn_id!r} is an Airflow "
+                           "connection: only the Airflow notifier can post to it")
+    post_webhook(alert, spec.resolved_webhook_url())
+
+
+Sender = Callable[[Alert, AlertSpec], None]
+
+
+def dispatch(alert: Alert, spec: AlertSpec | dict, smtp: SmtpSettings | None = None, *,
+             email: Sender | None = None, webhook: Sender | None = None) -> dict:
     """Send the alert on every configured channel; one channel failing does not stop the other.
 
-    Email goes through ``smtp`` when given, else through the Airflow connection
-    ``spec.smtp_conn_id``. Returns what was sent and what failed (the errors, as text).
+    ``email(alert, spec)`` and ``webhook(alert, spec)`` deliver on one channel; in Airflow the
+    notifier passes the smtp and http providers' hooks. Without them, email goes through
+    ``smtp`` and the webhook is POSTed to ``webhook_url``. Returns what was sent and what
+    failed (the errors, as text).
     """
     spec = spec if isinstance(spec, AlertSpec) else AlertSpec.model_validate(spec)
     sent: dict[str, Any] = {"email": False, "webhook": False, "errors": []}
     if not should_send(alert, spec):
         return sent
-    if spec.emails:
+    channels = (("email", bool(spec.emails), email or _plain_email(smtp)),
+                ("webhook", bool(spec.webhook_url or spec.webhook_conn_id),
+                 webhook or _plain_webhook))
+    for channel, configured, send in channels:
+        if not configured:
+            continue
         try:
-            if smtp is not None:
-                send_email(alert, spec.emails, smtp)
-            else:
-                send_email_via_connection(alert, spec.emails, spec.smtp_conn_id, spec.from_email)
-            sent["email"] = True
-        except Exception as exc:  # report, then try the webhook anyway
-            log.error("alert email to %s failed: %s", list(spec.emails), exc)
-            sent["errors"].append(f"email: {exc}")
-    if spec.webhook_url:
-        try:
-            post_webhook(alert, spec.resolved_webhook_url())
-            sent["webhook"] = True
-        except Exception as exc:
-            log.error("alert webhook failed: %s", exc)
-            sent["errors"].append(f"webhook: {exc}")
+            send(alert, spec)
+            sent[channel] = True
+        except Exception as exc:  # report, then try the next channel anyway
+            log.error("alert %s failed: %s", channel, exc)
+            sent["errors"].append(f"{channel}: {exc}")
     return sent

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from recforge import stages
+from recforge.progress import Progress, quiet_worker
 from recforge.run import Run, new_run_id
 from recforge.spec import DatasetSpec
 
@@ -21,6 +22,8 @@ log = logging.getLogger(__name__)
 
 def _shard_stages(args: tuple[DatasetSpec, str, tuple[str, ...], str]) -> dict:
     spec, run_id, task_ids, shard = args
+    if quiet_worker():  # on a terminal the parent's bar counts the shards: no line per shard
+        logging.getLogger("recforge").setLevel(logging.WARNING)
     run = Run(spec, run_id)
     try:
         return {t: stages.entry(t)(run, shard) for t in task_ids}
@@ -50,11 +53,19 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             shards = result["split"]["shards"]
             jobs = [(spec, run.run_id, tuple(task_ids), s) for s in shards]
             n = workers or max(1, min(os.cpu_count() or 1, len(jobs)))
+            shards_done = Progress("+".join(task_ids), len(jobs), log, unit="shards")
             if n == 1:
-                done = [_shard_stages(j) for j in jobs]
+                done = []
+                for j in jobs:
+                    done.append(_shard_stages(j))
+                    shards_done.update()
             else:
                 with ProcessPoolExecutor(n) as pool:
-                    done = list(pool.map(_shard_stages, jobs))
+                    futures = [pool.submit(_shard_stages, j) for j in jobs]
+                    for _ in as_completed(futures):
+                        shards_done.update()
+                    done = [f.result() for f in futures]
+            shards_done.close()
             for t in task_ids:
                 result[t] = [d[t] for d in done]
             continue

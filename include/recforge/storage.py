@@ -2,8 +2,10 @@
 
 The S3 endpoint comes from boto3's own configuration (``AWS_ENDPOINT_URL`` /
 ``AWS_ENDPOINT_URL_S3``, profiles), so the same code talks to the local dev server, MinIO and
-AWS. Local paths (``/abs/dir`` or ``file:///abs/dir``) exist for the CLI and for inspecting
-published data; the pipeline's staging and publishing normally use S3.
+AWS; :func:`configure_s3` replaces that with another client factory (in Airflow: the
+connection, ``recforge.orchestration.connections``). Local paths (``/abs/dir`` or
+``file:///abs/dir``) exist for the CLI and for inspecting published data; the pipeline's
+staging and publishing normally use S3.
 """
 
 from __future__ import annotations
@@ -48,21 +50,45 @@ def retry_settings() -> tuple[str, int, float]:
             float(env.get("RECFORGE_S3_BACKOFF_S") or BACKOFF_S))
 
 
+def client_config():
+    """The botocore settings every recforge S3 client uses (retries as ``retry_settings``,
+    path-style addressing)."""
+    from botocore.config import Config
+
+    mode, attempts, _ = retry_settings()
+    return Config(retries={"max_attempts": attempts, "mode": mode},
+                  s3={"addressing_style": "path"})
+
+
+def _env_key() -> tuple:
+    return (os.getpid(), os.environ.get("AWS_ENDPOINT_URL"),
+            os.environ.get("AWS_ENDPOINT_URL_S3"), os.environ.get("AWS_ACCESS_KEY_ID"))
+
+
+def default_client():
+    """boto3's own chain: ``AWS_*`` variables / ``AWS_ENDPOINT_URL``, profiles, roles."""
+    return _session(_env_key()).client("s3", config=client_config())
+
+
+_factory: dict = {"make": default_client, "generation": 0}
+
+
+def configure_s3(factory=None) -> None:
+    """Make every S3 client with ``factory()`` (a callable returning a boto3 S3 client) from
+    now on, in every thread; ``None`` restores boto3's default chain. Airflow's edge uses it to
+    hand over an Airflow connection; the CLI never calls it."""
+    _factory["make"] = factory or default_client
+    _factory["generation"] += 1
+
+
 def s3_client():
     """A boto3 S3 client per thread (clients are not safe to share across fork/threads),
-    made again when the endpoint, credentials or retry settings in the environment change."""
-    key = (os.getpid(), os.environ.get("AWS_ENDPOINT_URL"), os.environ.get("AWS_ENDPOINT_URL_S3"),
-           os.environ.get("AWS_ACCESS_KEY_ID"), retry_settings())
+    made again when the factory, or the endpoint, credentials or retry settings in the
+    environment change."""
+    key = (_factory["generation"], *_env_key(), retry_settings())
     cached = getattr(_local, "client", None)
     if cached is None or cached[0] != key:
-        from botocore.config import Config
-
-        mode, attempts, _ = key[-1]
-        client = _session(key).client(
-            "s3",
-            config=Config(retries={"max_attempts": attempts, "mode": mode},
-                          s3={"addressing_style": "path"}),
-        )
+        client = _factory["make"]()
         _count_transfers(client)
         _local.client = (key, client)
         return client

@@ -3,6 +3,7 @@ webhook (registered for every test in tests/conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import email
 import json
 import socket
@@ -43,13 +44,20 @@ def smtp_server():
         controller.stop()
 
 
-@pytest.fixture
-def webhook_server():
+@contextlib.contextmanager
+def _webhook(fail_first: int = 0):
+    """An HTTP receiver on loopback; the first ``fail_first`` POSTs get a 503."""
     received: list[dict] = []
+    refused: list[int] = []
 
     class Hook(BaseHTTPRequestHandler):
         def do_POST(self):
             body = self.rfile.read(int(self.headers["Content-Length"]))
+            if len(refused) < fail_first:
+                refused.append(503)
+                self.send_response(503)
+                self.end_headers()
+                return
             received.append({"content_type": self.headers["Content-Type"],
                              "json": json.loads(body)})
             self.send_response(200)
@@ -63,8 +71,21 @@ def webhook_server():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/T000/B000", received
+        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/T000/B000", received, refused
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def webhook_server():
+    with _webhook() as (url, received, _):
+        yield url, received
+
+
+@pytest.fixture
+def flaky_webhook_server():
+    """Answers 503 to the first two POSTs: a sender that does not retry loses the alert."""
+    with _webhook(fail_first=2) as served:
+        yield served

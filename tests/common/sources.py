@@ -40,12 +40,16 @@ def make_source(bucket: str, classes=("cat", "dog", "eel"), per_class: int = 12)
     return objects
 
 
+def spec_doc(bucket: str, name: str = "pets", **extra) -> dict:
+    """A small spec as YAML would hold it: source and publish in ``bucket``."""
+    return {"name": name, "source": {"uri": f"s3://{bucket}/raw"},
+            "publish": {"uri": f"s3://{bucket}/datasets"},
+            "splits": {"val_ratio": 0.25, "seed": 1},
+            "pack": {"resize": 48, "shard_size": 7}, "bench": SMALL_BENCH, **extra}
+
+
 def make_spec(bucket: str, **extra):
-    return parse_spec({
-        "name": "pets", "source": {"uri": f"s3://{bucket}/raw"},
-        "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1},
-        "pack": {"resize": 48, "shard_size": 7}, "bench": SMALL_BENCH, **extra})
+    return parse_spec(spec_doc(bucket, **extra))
 
 
 def dag_specs(tmp_path, bucket: str, **extra):
@@ -55,9 +59,6 @@ def dag_specs(tmp_path, bucket: str, **extra):
 
     specs = tmp_path / "specs"
     specs.mkdir()
-    (specs / "pets.yaml").write_text(yaml.safe_dump({
-        "name": "pets", "schedule": None,
-        "source": {"uri": f"s3://{bucket}/raw"}, "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 40, "shard_size": 10},
-        "bench": SMALL_BENCH, **extra}))
+    doc = {**spec_doc(bucket), "schedule": None, "pack": {"resize": 40, "shard_size": 10}}
+    (specs / "pets.yaml").write_text(yaml.safe_dump({**doc, **extra}))
     return specs

@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, sys, time
 t0 = time.monotonic()
-from airflow.models.dagbag import DagBag
-bag = DagBag(sys.argv[1], include_examples=False)
+from airflow.models import DagBag
+bag = DagBag(sys.argv[1])  # examples are off: AIRFLOW__CORE__LOAD_EXAMPLES=False
 heavy = sorted(m for m in ("mxnet", "cv2", "great_expectations", "boto3", "numpy")
                if m in sys.modules)
 out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "heavy": heavy, "dags": {},
@@ -24,8 +24,13 @@ out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "heavy": hea
 for dag_id, dag in bag.dags.items():
     out["dags"][dag_id] = {
         "tags": sorted(dag.tags), "catchup": dag.catchup,
-        "max_active_runs": dag.max_active_runs, "schedule": str(dag.timetable.summary),
+        "max_active_runs": dag.max_active_runs,
+        "schedule": str(getattr(dag.timetable, "summary", None) or dag.schedule),
         "doc_md": dag.doc_md or "", "params": sorted(dag.params.keys()),
+        "param_specs": {k: {"schema": dag.params.get_param(k).schema,
+                            "default": dag.params.get_param(k).value,
+                            "description": dag.params.get_param(k).description or ""}
+                       for k in dag.params},
         "kind": next((t for t in dag.tags if t in ("classification", "segmentation")), None),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "pool": t.pool, "per_run": t.max_active_tis_per_dagrun,
@@ -153,6 +158,32 @@ def test_each_dag_documents_its_dataset(both_kinds):
     assert "`0 2 * * *` (UTC)" in demo and "near_duplicates warn" in demo
     assert "`s3://bkt/raw/city`" in city and "colour map `cityscapes`" in city
     assert demo != city and "### recforge dataset DAGs" in demo  # then the shared pipeline
+
+
+def test_trigger_form_is_valid_untouched_and_says_what_each_value_does(both_kinds):
+    import jsonschema
+
+    for dag in both_kinds["dags"].values():
+        if "invalid" in dag["tags"]:
+            continue
+        for name, p in dag["param_specs"].items():
+            schema, default, description = p["schema"], p["default"], p["description"]
+            jsonschema.validate(default, schema)  # an untouched form triggers as it is
+            assert schema.get("title") and len(description) > 40, name
+            if name == "dry_run":
+                assert (schema["type"], default) == ("boolean", False)
+            else:  # optional: empty means the spec's value, and the form says which
+                assert "null" in schema["type"] and default is None, name
+                assert "Empty: " in description, name
+        specs = dag["param_specs"]
+        for name, bad, said in (("resize", 20000, "maximum of 16384"),
+                                ("quality", 0, "minimum of 1"),
+                                ("source_uri", "bucket/raw", "does not match"),
+                                ("publish_uri", "s3://Bad_Bucket/x", "does not match")):
+            with pytest.raises(jsonschema.ValidationError, match=said):
+                jsonschema.validate(bad, specs[name]["schema"])
+        for name, good in (("source_uri", "s3://my-bucket/raw/pets"), ("publish_uri", "/data")):
+            jsonschema.validate(good, specs[name]["schema"])
 
 
 def test_pack_pool_and_per_run_cap_agree(both_kinds):

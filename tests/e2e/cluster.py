@@ -102,6 +102,25 @@ def wait_for(what: str, check, timeout: float, procs: dict, logs: Path):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def ready_api(base: str, password: str, dag_id: str, procs: dict, logs: Path,
+              timeout: float = 240) -> Api:
+    """Wait for the api-server at ``base``, log in as ``admin`` and wait until ``dag_id`` is
+    parsed; returns the logged-in :class:`Api`."""
+    api = Api(base)
+
+    def api_up():
+        try:
+            return api.call("GET", "/api/v2/monitor/health")[0] == 200
+        except OSError:
+            return False
+
+    wait_for("the api-server", api_up, timeout, procs, logs)
+    api.login("admin", password)
+    wait_for("the DAG to be parsed", lambda: api.call("GET", f"/api/v2/dags/{dag_id}")[0] == 200,
+             timeout, procs, logs)
+    return api
+
+
 def dump_logs(logs: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2500:]}"
                      for p in sorted(logs.glob("*.log")))
@@ -168,19 +187,8 @@ def running_cluster(database: str, home: Path):
         procs[name] = subprocess.Popen(cmd, env=penv, stdout=out, stderr=subprocess.STDOUT,
                                        start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    api = Api(base)
     try:
-        def api_up():
-            try:
-                return api.call("GET", "/api/v2/monitor/health")[0] == 200
-            except OSError:
-                return False
-
-        wait_for("the api-server", api_up, 180, procs, logs)
-        api.login("admin", ADMIN_PASSWORD)
-        wait_for("the DAG to be parsed",
-                 lambda: api.call("GET", "/api/v2/dags/recforge__pets")[0] == 200, 240, procs,
-                 logs)
+        api = ready_api(base, ADMIN_PASSWORD, "recforge__pets", procs, logs)
         yield {"api": api, "base": base, "bucket": bucket, "procs": procs, "logs": logs}
     finally:
         for p in procs.values():

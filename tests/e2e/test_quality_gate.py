@@ -47,7 +47,7 @@ def test_same_image_in_train_and_val_blocks_publish_and_alerts(
     assert len(inbox) == 1, out[-3000:]
     mail_from, rcpts, msg = inbox[0]
     assert rcpts == ["ml-team@example.com"]
-    body = msg.get_body(("plain",)).get_content()
+    body = msg.get_body(("html", "plain")).get_content()  # the smtp provider sends HTML
     assert "pets" in msg["Subject"] and "split_content" in body
     assert "index.html" in body  # the Data Docs link
     assert len(received) == 1

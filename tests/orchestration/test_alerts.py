@@ -147,9 +147,9 @@ def test_notifier_sends_gate_failure_through_airflow_connection(airflow_smtp, we
     (sender, rcpts, msg), = airflow_smtp
     assert sender == "airflow@example.com" and rcpts == ["data-eng@example.com"]
     assert "quality gate FAILED (labels)" in msg["Subject"]
-    text, _ = _body(msg)
-    assert "2 labels outside the integers [0, 14)" in text
-    assert f"Task log: {LOG}" in text and f"Data Docs: {DOCS}" in text
+    html = msg.get_body(("html",)).get_content()  # the smtp provider sends HTML
+    assert "2 labels outside the integers [0, 14)" in html
+    assert f"<a href='{LOG}'>Task log</a>" in html and f"<a href='{DOCS}'>Data Docs</a>" in html
     assert "labels" in posted[0]["json"]["text"]
 
 
@@ -161,7 +161,7 @@ def test_notifier_reports_any_task_error(airflow_smtp):
     (_, _, msg), = airflow_smtp
     assert msg["Subject"] == "[recforge] demo scheduled__2026-01-01T02:00:00+00:00: run FAILED"
     assert "task validate failed: RuntimeError: merge: counts do not reconcile" in \
-        _body(msg)[0]
+        msg.get_body(("html",)).get_content()
 
 
 def test_notifier_on_success_reads_the_result_from_xcom(airflow_smtp):
@@ -184,7 +184,21 @@ def test_notifier_without_exception_in_context_reads_xcom(airflow_smtp):
     (_, _, first), (_, _, second) = airflow_smtp
     assert "quality gate FAILED (labels)" in first["Subject"]
     assert second["Subject"].endswith("run FAILED")
-    assert "task validate failed (see the task log)" in _body(second)[0]
+    assert "task validate failed (see the task log)" in second.get_body(("html",)).get_content()
+
+
+def test_webhook_through_an_airflow_http_connection_is_retried(flaky_webhook_server,
+                                                               monkeypatch):
+    url, posted, refused = flaky_webhook_server  # answers 503 twice, then 200
+    monkeypatch.setenv("AIRFLOW_CONN_RECFORGE_HOOK", json.dumps({"conn_type": "http",
+                                                                "host": url}))
+    monkeypatch.setattr("recforge.orchestration.notifier.WEBHOOK_ATTEMPTS", 3)
+    notifier = QualityNotifier({"webhook_conn_id": "recforge_hook"}, dataset="demo")
+    notifier(_context(exception=QualityGateFailed(gate_result()), state="failed"))
+    assert len(refused) == 2 and len(posted) == 1
+    assert posted[0]["content_type"] == "application/json"
+    assert "quality gate FAILED (labels)" in posted[0]["json"]["text"]
+    assert posted[0]["json"]["blocks"][0]["type"] == "section"
 
 
 def test_alert_spec_validation():
@@ -194,4 +208,6 @@ def test_alert_spec_validation():
         AlertSpec(webhook_url="hooks.slack.com/x")
     with pytest.raises(ValueError, match="extra"):
         AlertSpec(email=("a@example.com",))
+    with pytest.raises(ValueError, match="not both"):
+        AlertSpec(webhook_url="https://x.example.com/h", webhook_conn_id="slack")
     assert AlertSpec().emails == ()

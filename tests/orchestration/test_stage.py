@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 
 import pytest
-from airflow.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException
 
 import recforge
 from recforge import errors, stages

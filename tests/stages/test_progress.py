@@ -66,3 +66,64 @@ def _restore_loggers():
     yield
     for n, level in levels.items():
         logging.getLogger(n).setLevel(level)
+
+
+def test_bars_on_a_terminal_lines_in_a_log(capsys, caplog):
+    log = logging.getLogger("test.bars")
+    progress.use_bars()
+    try:
+        with caplog.at_level(logging.INFO, logger="test.bars"):
+            p = progress.Progress("pack", 4, log, every_s=0.0, unit="shards")
+            for _ in range(4):
+                p.update()
+    finally:
+        progress.use_bars(False)
+    err = capsys.readouterr().err
+    assert "pack: 100%" in err and "4/4" in err
+    assert caplog.records == []  # the bar replaces the lines
+
+
+def test_recforge_build_on_a_terminal_draws_bars(tmp_path):
+    """``recforge build`` under a pseudo-terminal: a bar per stage, not a line per shard."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    import yaml
+
+    from tests.common.sources import SMALL_BENCH
+
+    src = tmp_path / "raw"
+    for c, cls in enumerate(("cat", "dog")):
+        (src / cls).mkdir(parents=True)
+        for i in range(8):
+            (src / cls / f"{i}.jpg").write_bytes(jpeg(60 + 3 * i, 80, seed=10 * c + i))
+    spec = tmp_path / "bars.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "bars", "source": {"uri": str(src)}, "publish": {"uri": str(tmp_path / "pub")},
+        "splits": {"val_ratio": 0.25, "seed": 1}, "pack": {"resize": 32, "shard_size": 3},
+        "bench": SMALL_BENCH, "quality": {"severity": {"near_duplicates": "warn"}}}))
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # 120 cols
+    proc = subprocess.Popen([sys.executable, "-m", "recforge.cli", "build", str(spec),
+                             "--workers", "2", "--dry-run"], stdin=follower, stdout=follower,
+                            stderr=follower, close_fds=True)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(300) == 0, out.decode(errors="replace")[-3000:]
+    text = out.decode(errors="replace")
+    assert "pack: 100%" in text and " shards" in text  # the shard bar, finished
+    assert "ETA" not in text  # no progress lines
+    assert "dataset bars: listed 16" in text

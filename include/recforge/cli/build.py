@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -14,7 +15,21 @@ def _build(args: argparse.Namespace) -> int:
     overrides = {"source.uri": args.source, "publish.uri": args.publish}
     if any(v is not None for v in overrides.values()):
         spec = spec.with_overrides(overrides)
-    result = pipeline.build(spec, run_id=args.run_id, workers=args.workers, dry_run=args.dry_run)
+    if args.progress == "bars" or (args.progress == "auto" and sys.stderr.isatty()):
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        from recforge import progress
+
+        progress.use_bars()  # a bar per stage; log lines print above the bars
+        try:
+            with logging_redirect_tqdm():
+                result = pipeline.build(spec, run_id=args.run_id, workers=args.workers,
+                                        dry_run=args.dry_run)
+        finally:
+            progress.use_bars(False)
+    else:
+        result = pipeline.build(spec, run_id=args.run_id, workers=args.workers,
+                                dry_run=args.dry_run)
     summary = result["merge"]
     print(f"dataset {spec.name}: listed {summary['listed']} = packed {summary['packed']} + "
           f"quarantined {summary['quarantined']}")
@@ -58,6 +73,8 @@ def register(sub) -> None:
     p.add_argument("--run-id", help="staging run id (default: a timestamp)")
     p.add_argument("--workers", type=int, help="pack processes (default: cores)")
     p.add_argument("--dry-run", action="store_true", help="build and validate, do not publish")
+    p.add_argument("--progress", choices=("auto", "bars", "lines"), default="auto",
+                   help="progress bars (default on a terminal) or a log line every ~10 s")
     p.add_argument("--json", action="store_true", help="also print the full result as JSON")
     p.set_defaults(func=_build)
 

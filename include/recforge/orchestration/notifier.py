@@ -3,9 +3,12 @@
 Attach ``QualityNotifier(spec.alerts, dataset=spec.name)`` as ``on_failure_callback`` (and
 ``on_success_callback`` for success/warning notices) of the task that runs the gate. It builds
 the :class:`recforge.alerts.Alert` from the callback context and sends it with
-:func:`recforge.alerts.dispatch`; email goes through the Airflow SMTP connection named in the
-spec. Task callbacks run on the worker in Airflow 3, after the task; the alert code is
-imported then, not when the DAG file is parsed.
+:func:`recforge.alerts.dispatch` through the providers: email with the smtp provider's
+``SmtpHook.send_email_smtp`` on the spec's ``smtp_conn_id`` (retried per the connection's
+``retry_limit``), the webhook with the http provider's ``HttpHook`` on ``webhook_conn_id``
+(or, for a plain ``webhook_url``, a connection made of that URL), retried with back-off.
+Task callbacks run on the worker in Airflow 3, after the task; the alert and provider code
+is imported then, not when the DAG file is parsed.
 """
 
 from __future__ import annotations
@@ -46,6 +49,53 @@ def _pull_error(ti) -> str | None:
         log.warning("could not read XCom %r: %s", xcom.ERROR_KEY, err)
         return None
     return value if isinstance(value, str) else None
+
+
+WEBHOOK_ATTEMPTS = 4
+WEBHOOK_TIMEOUT_S = 15
+
+
+def send_email(alert: Alert, spec: AlertSpec) -> None:
+    """The alert as an HTML email through the spec's Airflow SMTP connection."""
+    from airflow.providers.smtp.hooks.smtp import SmtpHook
+
+    with SmtpHook(smtp_conn_id=spec.smtp_conn_id) as hook:
+        sender = spec.from_email or hook.from_email or f"recforge@{hook.host or 'localhost'}"
+        hook.send_email_smtp(to=list(spec.emails), subject=alert.subject,
+                             html_content=alert.html(), from_email=sender)
+    log.info("alert email sent to %s via Airflow connection %s", list(spec.emails),
+             spec.smtp_conn_id)
+
+
+def _webhook_hook(spec: AlertSpec):
+    from airflow.providers.http.hooks.http import HttpHook
+
+    if spec.webhook_conn_id:
+        return HttpHook(method="POST", http_conn_id=spec.webhook_conn_id)
+    url = spec.resolved_webhook_url()
+
+    class UrlHook(HttpHook):  # a plain webhook_url is a connection of its own
+        def get_connection(self, conn_id):
+            from airflow.sdk import Connection
+
+            return Connection(conn_id=conn_id, conn_type="http", host=url)
+
+    return UrlHook(method="POST", http_conn_id="recforge_webhook_url")
+
+
+def post_webhook(alert: Alert, spec: AlertSpec) -> None:
+    """The alert's Slack-style JSON through the http provider, retried with back-off."""
+    import tenacity
+
+    retry = {"stop": tenacity.stop_after_attempt(WEBHOOK_ATTEMPTS),
+             "wait": tenacity.wait_exponential(multiplier=1, max=10), "reraise": True,
+             "before_sleep": lambda state: log.warning(
+                 "alert webhook attempt %d failed: %s", state.attempt_number,
+                 state.outcome.exception())}
+    response = _webhook_hook(spec).run_with_advanced_retry(
+        _retry_args=retry, json=alert.webhook_payload(),
+        extra_options={"timeout": WEBHOOK_TIMEOUT_S})
+    log.info("alert webhook answered %d", response.status_code)
 
 
 class QualityNotifier(BaseNotifier):
@@ -101,6 +151,9 @@ class QualityNotifier(BaseNotifier):
         alert = self.alert_from_context(context)
         from recforge.alerts import dispatch
 
-        sent = dispatch(alert, self.alerts, self.smtp)
+        if self.smtp is not None:  # a mail server given directly (no Airflow connection)
+            sent = dispatch(alert, self.alerts, self.smtp, webhook=post_webhook)
+        else:
+            sent = dispatch(alert, self.alerts, email=send_email, webhook=post_webhook)
         if sent["errors"]:
             log.error("some alerts were not delivered: %s", sent["errors"])

@@ -2,7 +2,8 @@
 
 The DAG passes the dataset name, the run's params and its run id; the spec is re-read on
 the worker and the params applied as overrides and re-validated, so every task, on any
-worker, sees the same spec the run was triggered with.
+worker, sees the same spec the run was triggered with. S3 goes through the spec's Airflow
+connection when it exists (``recforge.orchestration.connections``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from functools import lru_cache
 
 from recforge import stages
 from recforge.errors import RecforgeFailure, SpecError
-from recforge.orchestration import xcom
+from recforge.orchestration import connections, xcom
 from recforge.run import Run
 from recforge.spec import DatasetSpec, load_specs
 
@@ -89,9 +90,11 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
     """
     quiet_libraries()
     try:
-        return stages.entry(task_id)(run_for(name, params, run_id), *args)
+        run = run_for(name, params, run_id)
+        connections.use_connection(run.spec.aws_conn_id)
+        return stages.entry(task_id)(run, *args)
     except RecforgeFailure as exc:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
 
         if ti is not None:
             _push(ti, xcom.ERROR_KEY, f"{type(exc).__name__}: {exc}"[:4000])

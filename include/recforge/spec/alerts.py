@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from recforge.spec.base import StrictModel
 
@@ -23,6 +23,9 @@ class AlertSpec(StrictModel):
     webhook_url: str | None = Field(
         None, description="Slack-style incoming webhook; write '${ENV_VAR}' to keep the secret "
         "out of the spec")
+    webhook_conn_id: str | None = Field(
+        None, description="Airflow HTTP connection of the webhook (its host: the full webhook "
+        "URL; headers in its extra); posted by the http provider, with retries")
     on_success: bool = Field(False, description="also notify when the gate passes")
     on_warning: bool = Field(True, description="notify when the gate passes with warnings")
     smtp_conn_id: str = Field("smtp_default", description="Airflow SMTP connection for email")
@@ -43,6 +46,13 @@ class AlertSpec(StrictModel):
         if v is not None and not (ENV_REF.match(v) or v.startswith(("http://", "https://"))):
             raise ValueError(f"webhook_url {v!r} must be an http(s) URL or '${{ENV_VAR}}'")
         return v
+
+    @model_validator(mode="after")
+    def _one_webhook(self) -> AlertSpec:
+        if self.webhook_url and self.webhook_conn_id:
+            raise ValueError("set alerts.webhook_conn_id (an Airflow HTTP connection) or "
+                             "alerts.webhook_url, not both")
+        return self
 
     def resolved_webhook_url(self) -> str | None:
         """The URL with a ``${ENV_VAR}`` reference replaced by the variable's value."""

@@ -193,6 +193,10 @@ class DatasetSpec(StrictModel):
         None, description="where intermediate data lives; default <publish.uri>/_staging"
     )
     tags: tuple[str, ...] = ()
+    aws_conn_id: str | None = Field(
+        None, description="Airflow connection for S3 (credentials; endpoint_url in its extra); "
+        "default: [recforge] aws_conn_id of the deployment, else aws_default. Without such a "
+        "connection, and in the CLI, boto3's own configuration (AWS_* variables, profiles)")
 
     @field_validator("schedule")
     @classmethod
