@@ -5,6 +5,11 @@ recforge writes itself: the record manifest pack writes (``records.jsonl``), the
 listing, the quarantine report, ``summary.json``, ``classes.json`` and the ``.idx`` files,
 read into :class:`GateInputs` by :func:`load_inputs`; and, for a sample of records, the
 ``.rec`` bytes themselves, re-read at their manifest offsets by :func:`verify_records`.
+
+At ImageNet size and beyond nothing is held as one Python dict per record: the manifest and
+the listing are streamed (:func:`recforge.storage.iter_jsonl`) in chunks into compact
+columns (:func:`read_records`): low-cardinality strings share one object per value, the dHash
+becomes a uint64 column, and the ``.idx`` files become two int64 arrays per split.
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ log = logging.getLogger(__name__)
 class GateInputs:
     """Everything the checks read, as plain tables (tests build these in memory)."""
 
-    records: list[dict]
+    records: list[dict] | pd.DataFrame  # a frame from read_records, or rows (tests)
     quarantine: list[dict] = field(default_factory=list)
-    sources: list[dict] | None = None  # the source manifest: key, size, etag
+    sources: list[dict] | pd.DataFrame | None = None  # the source manifest: key, size, etag
     classes: dict | None = None  # classes.json
     summary: dict | None = None  # summary.json
-    idx: dict[str, list[tuple[int, int]]] | None = None  # split → .idx entries
+    # split → .idx entries: (key, offset) tuples, or (keys, offsets) int64 arrays
+    idx: dict[str, list[tuple[int, int]] | tuple] | None = None
     rec_uris: dict[str, str] = field(default_factory=dict)  # split → .rec URI (decode sample)
 
 
@@ -50,9 +56,9 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         return storage.read_json(storage.join(prefix, name)) if name in present else None
 
     if isinstance(source_manifest, str):
-        sources = storage.read_jsonl(source_manifest)
+        sources = read_records(source_manifest, SOURCE_COLUMNS)
     elif source_manifest is None and names.SOURCE_MANIFEST in present:
-        sources = storage.read_jsonl(storage.join(prefix, names.SOURCE_MANIFEST))
+        sources = read_records(storage.join(prefix, names.SOURCE_MANIFEST), SOURCE_COLUMNS)
     else:
         sources = source_manifest
     # <split>.idx/.rec; segmentation's <split>_mask.* are masks, not splits
@@ -63,9 +69,9 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         for split in sorted(splits):
             local = Path(tmp) / names.idx(split)
             storage.download(storage.join(prefix, names.idx(split)), local)
-            idx[split] = recordio.read_idx(local)
+            idx[split] = _idx_arrays(local)
     return GateInputs(
-        records=storage.read_jsonl(storage.join(prefix, names.RECORDS)),
+        records=read_records(storage.join(prefix, names.RECORDS)),
         quarantine=(storage.read_jsonl(storage.join(prefix, names.QUARANTINE))
                     if names.QUARANTINE in present else []),
         sources=sources, classes=opt_json(names.CLASSES), summary=opt_json(names.SUMMARY),
@@ -73,6 +79,93 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         rec_uris={s: storage.join(prefix, names.rec(s)) for s in splits
                   if names.rec(s) in present},
     )
+
+
+RECORD_CHUNK = 100_000  # rows parsed as dicts at a time; only their columns are kept
+SHARED_STRINGS = ("split", "class_name", "decode_status")  # few values: one object each
+DROPPED = ("name",)  # pack writes it for the .lst; no check reads it
+SOURCE_COLUMNS = ("key", "etag")
+
+
+def _idx_arrays(path: Path):
+    """A ``.idx`` as (keys, offsets) int64 arrays; a malformed file raises
+    ``recordio.read_idx``'s error, which names the line."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path, sep="\t", header=None, names=["key", "offset"],
+                         dtype=np.int64, skip_blank_lines=True)
+    except (ValueError, pd.errors.ParserError):
+        recordio.read_idx(path)  # raises with the line
+        raise
+    except pd.errors.EmptyDataError:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return df["key"].to_numpy(), df["offset"].to_numpy()
+
+
+def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """A JSON-lines manifest as one compact frame, streamed: ``RECORD_CHUNK`` rows are dicts
+    at a time. ``columns`` keeps only those; the dHash (``phash``) becomes ``phash_u64``
+    (uint64) and ``phash_ok``; ``SHARED_STRINGS`` hold one string object per distinct value."""
+    import pandas as pd
+
+    shared: dict = {}
+    parts, batch = [], []
+
+    def flush():
+        parts.append(_compact(pd.DataFrame(batch), columns, shared))
+        batch.clear()
+
+    for row in storage.iter_jsonl(uri):
+        batch.append(row)
+        if len(batch) >= RECORD_CHUNK:
+            flush()
+    if batch or not parts:
+        flush()
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    parts.clear()
+    if "phash_ok" in frame:
+        frame["phash_ok"] = frame["phash_ok"].fillna(False).astype(bool)
+        frame["phash_u64"] = frame["phash_u64"].fillna(0).astype("uint64")
+    return frame
+
+
+def _compact(df: pd.DataFrame, columns, shared: dict) -> pd.DataFrame:
+    import numpy as np
+
+    if columns is not None:
+        df = df.reindex(columns=[c for c in columns if c in df.columns] or list(columns))
+    df = df.drop(columns=[c for c in DROPPED if c in df.columns])
+    for col in SHARED_STRINGS:
+        if col in df.columns and df[col].dtype == object:
+            codes, uniques = df[col].factorize()
+            values = np.array([shared.setdefault((col, u), u) for u in uniques] + [None],
+                              dtype=object)
+            df[col] = values[codes]
+    if "phash" in df.columns:
+        df["phash_u64"], df["phash_ok"] = phash_columns(df.pop("phash"))
+    return df
+
+
+def phash_columns(hexes: pd.Series):
+    """Hex dHashes → (uint64 values, valid): a value that is no 16-digit hex string is 0
+    and not valid."""
+    import numpy as np
+
+    from recforge import phash
+
+    ok = hexes.map(lambda h: isinstance(h, str) and len(h) == phash.HEX_DIGITS).to_numpy(bool)
+    values = np.zeros(len(hexes), dtype=np.uint64)
+    try:
+        values[ok] = phash.to_uint64(hexes[ok])
+    except ValueError:  # not hex: check each
+        for i in np.flatnonzero(ok):
+            try:
+                values[i] = int(hexes.iat[i], 16)
+            except ValueError:
+                ok[i] = False
+    return values, ok
 
 
 VERIFY_COLUMNS = ("rec_status", "rec_id_ok", "rec_label_ok", "rec_shape_ok")
@@ -101,7 +194,7 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
     if sample == 0 or records.empty:
         return records
     jobs = []
-    for split, rows in records.groupby("split", sort=False):
+    for split, rows in records.groupby("split", sort=False, observed=True):
         uri = rec_uris.get(split)
         if uri is None:
             continue
