@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# object columns that hold strings (or None) by construction: not scanned for lists
+SCALAR_COLUMNS = frozenset({"split", "class_name", "decode_status", "source_key", "source_etag",
+                            "source_sha256", "record", "expected_class_name", "near_dup_of",
+                            "rec_status", "mask_key", "name"})
+
+
 def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classification"
                  ) -> dict[str, pd.DataFrame]:
     """The tables the suites check, with the cross-row facts computed as columns.
@@ -107,7 +113,7 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
         rec["mask_size_ok"] = size_ok
     # list/dict columns (mask_values, class_pixels) are summarised above; GX fingerprints
     # frames by hashing cells, which lists and dicts do not support
-    nested = [c for c in rec.columns if rec[c].dtype == object
+    nested = [c for c in rec.columns if rec[c].dtype == object and c not in SCALAR_COLUMNS
               and rec[c].map(lambda v: isinstance(v, list | dict)).any()]
     frames = {}
 

@@ -107,14 +107,18 @@ def _idx_arrays(path: Path):
 def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
     """A JSON-lines manifest as one compact frame, streamed: ``RECORD_CHUNK`` rows are dicts
     at a time. ``columns`` keeps only those; the dHash (``phash``) becomes ``phash_u64``
-    (uint64) and ``phash_ok``; ``SHARED_STRINGS`` hold one string object per distinct value."""
+    (uint64) and ``phash_ok``; ``SHARED_STRINGS`` hold one string object per distinct value.
+    Chunks are joined column by column, so the peak is the frame plus one column."""
+    import numpy as np
     import pandas as pd
 
     shared: dict = {}
-    parts, batch = [], []
+    parts: list[tuple[int, dict]] = []
+    batch: list[dict] = []
 
     def flush():
-        parts.append(_compact(pd.DataFrame(batch), columns, shared))
+        df = _compact(pd.DataFrame(batch), columns, shared)
+        parts.append((len(df), {c: df[c].to_numpy() for c in df.columns}))
         batch.clear()
 
     for row in storage.iter_jsonl(uri):
@@ -123,8 +127,16 @@ def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFra
             flush()
     if batch or not parts:
         flush()
-    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    parts.clear()
+    names_ = list(dict.fromkeys(c for _, cols in parts for c in cols))
+    frame = pd.DataFrame(index=pd.RangeIndex(sum(n for n, _ in parts)))
+    for col in names_:
+        numeric = all(cols[col].dtype.kind in "iufb" for _, cols in parts if col in cols)
+        filler = np.nan if numeric else None  # a chunk without the column: missing values
+        pieces = [cols.pop(col) if col in cols else np.full(n, filler, object if filler is None
+                                                            else float)
+                  for n, cols in parts]
+        frame[col] = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        del pieces
     if "phash_ok" in frame:
         frame["phash_ok"] = frame["phash_ok"].fillna(False).astype(bool)
         frame["phash_u64"] = frame["phash_u64"].fillna(0).astype("uint64")
