@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 
 
+SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC835  # odd: i -> i * SPREAD mod 2^128 is one-to-one
+
+
 def clustered_hashes(n: int, seed: int = 0, burst: int = 20, flat: float = 0.005
                      ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` dHashes as uint64 and their cluster id: clusters of 1..``2*burst`` near-identical
@@ -63,7 +66,7 @@ def write_records(root: Path, n: int, classes: int = 1000, seed: int = 0,
                     f'"height": 256, "key": {k}, "label": {c}, "length": 40000, '
                     f'"name": "{src}", "offset": {k * 40008}, "phash": "{h:016x}", '
                     f'"source_etag": "{i:032x}", "source_key": "{src}", '
-                    f'"source_sha256": "{i * 7919:064x}", "split": "{s}", '
+                    f'"source_sha256": "{(i * SPREAD + 1) % 2**128:032x}{i:032x}", "split": "{s}", '
                     f'"width": {int(width[i])}}}\n')
                 if idx:
                     idx_files[s].write(f"{k}\t{k * 40008}\n")

@@ -17,7 +17,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from recforge.quality.inputs import VERIFY_COLUMNS, GateInputs, phash_columns
+from recforge.quality.inputs import (
+    VERIFY_COLUMNS,
+    GateInputs,
+    compact_identities,
+    phash_columns,
+)
 from recforge.spec.quality import QualitySpec
 
 if TYPE_CHECKING:
@@ -43,10 +48,11 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
         rec = pd.DataFrame(rec)
     if "phash" in rec.columns and "phash_ok" not in rec.columns:
         rec["phash_u64"], rec["phash_ok"] = phash_columns(rec.pop("phash"))
+    compact_identities(rec)  # rows given as dicts: SHA-256 and ETags as numbers, as loaded
     for col, default in (("key", np.nan), ("split", None), ("offset", np.nan),
                          ("length", np.nan), ("height", np.nan), ("width", np.nan),
                          ("channels", np.nan), ("label", np.nan), ("class_name", None),
-                         ("source_key", None), ("source_sha256", None),
+                         ("source_key", None),
                          ("decode_status", None)):
         if col not in rec.columns:
             rec[col] = default
@@ -97,8 +103,11 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
 
     # item 12
     rec["source_key_splits"] = rec.groupby("source_key")["split"].transform("nunique")
-    rec["content_splits"] = rec.groupby("source_sha256")["split"].transform("nunique")
-    rec.loc[rec["source_sha256"].isna(), "content_splits"] = np.nan
+    if "sha_hi" not in rec.columns:
+        rec["sha_hi"] = rec["sha_lo"] = pd.array([pd.NA] * len(rec), dtype="UInt64")
+    rec["content_splits"] = rec.groupby(["sha_hi", "sha_lo"], observed=True)["split"] \
+        .transform("nunique").astype(float)
+    rec.loc[rec["sha_hi"].isna(), "content_splits"] = np.nan
     if "phash_ok" in rec.columns and quality.severity_of("near_duplicates") != "off":
         _near_duplicates(rec, quality.near_duplicate_hamming)
 
@@ -220,6 +229,9 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
     df["quarantined"] = df["source_key"].map(refused).fillna(0).astype(int)
     df["accounted"] = df["packed"] + df["quarantined"]
     if "etag" in listing.columns and "source_etag" in rec.columns:
+        if listing["etag"].dtype == object:  # rows given as dicts
+            listing = listing[["key", "etag"]].copy()
+            compact_identities(listing)
         listed_etag = listing.drop_duplicates("key").set_index("key")["etag"]
         packed_etag = rec[["source_key", "source_etag"]].drop_duplicates(
             "source_key").set_index("source_key")["source_etag"]

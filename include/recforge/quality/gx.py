@@ -217,7 +217,7 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         n = int(rec.loc[rec["source_key_splits"] > 1, "source_key"].nunique())
         return f"{n} source keys in more than one split"
     if name == "split_content":
-        n = int(rec.loc[rec["content_splits"] > 1, "source_sha256"].nunique())
+        n = len(rec.loc[rec["content_splits"] > 1, ["sha_hi", "sha_lo"]].drop_duplicates())
         return f"{n} identical images (SHA-256) in more than one split"
     if name == "near_duplicates":
         hits = rec["near_dup_bits"].dropna()
@@ -254,9 +254,9 @@ def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
         return []
     out: list[str] = []
     if name == "split_content":
-        dup = rec[rec["content_splits"] > 1].groupby("source_sha256")
-        for sha, g in list(dup)[:MAX_EVIDENCE]:
-            out.append(f"sha256 {sha[:12]}…: " + ", ".join(
+        dup = rec[rec["content_splits"] > 1].groupby(["sha_hi", "sha_lo"])
+        for (hi, _), g in list(dup)[:MAX_EVIDENCE]:
+            out.append(f"sha256 {int(hi):016x}"[:19] + "…: " + ", ".join(
                 f"{r.record} ({r.source_key})" for r in g.itertuples()))
     elif name == "near_duplicates" and "near_dup_bits" in rec:
         hits = rec[rec["near_dup_bits"].notna()].sort_values("near_dup_bits")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 from collections.abc import Iterable
 
 from recforge import storage
@@ -70,14 +71,16 @@ def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_rati
     most ``max_shards`` shards (shards grow past ``shard_size`` when needed).
 
     ``items`` may be a stream (``storage.iter_jsonl``): only the planned rows are held, with
-    repeated strings (class names, a name equal to its source key) held once."""
+    repeated strings (keys, class names, a name equal to its source key) held once."""
     by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     shared: dict[str, str] = {}
     for item in items:
         split = assign_split(item["source_key"], val_ratio, test_ratio, seed)
         # segmentation pairs have no image-level class: their label is the mask (0 here)
         label = ids[item["class_name"]] if item.get("class_name") else 0
-        row = {**item, "split": split, "label": label}
+        # json.loads makes new key strings per row: interned, every row shares one of each
+        row = {sys.intern(k): v for k, v in item.items()}
+        row.update(split=split, label=label)
         if isinstance(row.get("class_name"), str):
             row["class_name"] = shared.setdefault(row["class_name"], row["class_name"])
         if row.get("name") == row["source_key"]:
