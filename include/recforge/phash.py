@@ -69,7 +69,7 @@ def popcount64(x: np.ndarray) -> np.ndarray:
 
 
 BUCKET_CAP = 64  # records of the smaller side compared per shared band value (see below)
-CHUNK_PAIRS = 1 << 22  # candidate pairs compared per step: bounds the search's memory
+CHUNK_PAIRS = 1 << 20  # candidate pairs compared per step: bounds the search's memory (~60 MB)
 
 
 def _bands(max_distance: int) -> list[tuple[int, int]]:

@@ -423,3 +423,23 @@ def test_reads_a_bounded_window_of_a_larger_split(where, bucket, tmp_path, monke
     assert sum(read) == sample["bytes"] <= budget  # what was read is what was timed
     assert got["dataset"]["records"] == sample["records"]
     assert got["summary"]["images_per_sec"] > 0
+
+
+def test_the_window_takes_the_same_keys_masks(tmp_path):
+    """Segmentation: the sample's mask records are those of the sample's image keys."""
+    from recforge.bench.records import fetch_split
+
+    local = tmp_path / "ds"
+    pack(local, n=120, size=(96, 96))
+    pack(tmp_path / "m", n=120, size=(48, 48))  # stands in for the masks
+    for ext in ("rec", "idx"):
+        (local / f"train_mask.{ext}").write_bytes((tmp_path / "m" / f"train.{ext}").read_bytes())
+    got = fetch_split(str(local), "train", tmp_path / "out", max_bytes=1 << 17, min_records=16)
+    image_keys = [int(line.split("\t")[0]) for line in
+                  (tmp_path / "out" / "train.idx").read_text().splitlines()]
+    mask_keys = [int(line.split("\t")[0]) for line in
+                 (tmp_path / "out" / "train_mask.idx").read_text().splitlines()]
+    assert mask_keys == image_keys and 16 <= len(image_keys) < 120
+    mask_bytes = (tmp_path / "out" / "train_mask.rec").stat().st_size
+    assert got["downloaded_bytes"] == got["sample"]["bytes"] + mask_bytes
+    assert mask_bytes < (local / "train_mask.rec").stat().st_size

@@ -118,7 +118,9 @@ def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFra
 
     def flush():
         df = _compact(pd.DataFrame(batch), columns, shared)
-        parts.append((len(df), {c: df[c].to_numpy() for c in df.columns}))
+        # copies: a column's array can be a view of its chunk's 2D block, which would keep
+        # the dropped and converted columns' strings alive (1 KB a record at 1.28 M)
+        parts.append((len(df), {c: df[c].array.copy() for c in df.columns}))
         batch.clear()
 
     for row in storage.iter_jsonl(uri):
@@ -132,10 +134,11 @@ def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFra
     for col in names_:
         numeric = all(cols[col].dtype.kind in "iufb" for _, cols in parts if col in cols)
         filler = np.nan if numeric else None  # a chunk without the column: missing values
-        pieces = [cols.pop(col) if col in cols else np.full(n, filler, object if filler is None
-                                                            else float)
+        pieces = [pd.Series(cols.pop(col), copy=False) if col in cols else
+                  pd.Series(np.full(n, filler, object if filler is None else float))
                   for n, cols in parts]
-        frame[col] = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        frame[col] = pd.concat(pieces, ignore_index=True).array if len(pieces) > 1 \
+            else pieces[0].array
         del pieces
     if "phash_ok" in frame:
         frame["phash_ok"] = frame["phash_ok"].fillna(False).astype(bool)
