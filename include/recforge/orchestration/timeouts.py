@@ -3,8 +3,10 @@
 A DAG is parsed before any run has planned its records, so a timeout cannot follow the run's
 own count. Each whole-dataset task therefore gets the time it needs at a record ceiling:
 ``RECFORGE_MAX_RECORDS`` (default 10 M, ImageNet's 1.28 M with room to grow), read at parse
-time, from measured rates (``benchmarks/bench_scale.py`` on 2 shared cores) with a safety
-factor of 3, never below the fixed floor each task had before. The benchmark reads a bounded
+time, from per-million-record rates with a safety factor of 3, never below the fixed floor
+each task had before. The gate's rate is measured (``benchmarks/bench_scale.py``: about
+250 s a million records with GX, on 2 shared cores); merge's and validate's are estimates
+until their bookkeeping (being rebuilt) joins that benchmark. The benchmark reads a bounded
 window of the split (``bench.options.max_bytes``), so its timeout does not grow with the data.
 
 At 10 M records: merge 2 h 30 m, validate 2 h, quality_gate 3 h, benchmark 30 m.
