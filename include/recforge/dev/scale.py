@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC835  # odd: i -> i * SPREAD mod 2^128 is one-to-one
 
 
