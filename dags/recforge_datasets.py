@@ -24,7 +24,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 
-from recforge.orchestration import pools
+from recforge.orchestration import pools, timeouts
 from recforge.orchestration.docs import dag_doc
 from recforge.orchestration.notifier import QualityNotifier
 from recforge.spec import DatasetSpec, load_specs
@@ -133,15 +133,16 @@ def build_dag(spec: DatasetSpec):
             get_current_context()["shard_id"] = shard_id  # for map_index_template
             return stage(context, "pack", shard_id)
 
-        @task(execution_timeout=timedelta(hours=2))
+        @task(execution_timeout=timeouts.execution_timeout("merge"))
         def merge(_: list, **context) -> dict:
             return stage(context, "merge")
 
-        @task(execution_timeout=timedelta(hours=1))
+        @task(execution_timeout=timeouts.execution_timeout("validate"))
         def validate(_: dict, **context) -> dict:
             return stage(context, "validate")
 
-        @task(queue="gpu", pool=pools.GPU_BENCH.name, execution_timeout=timedelta(minutes=30))
+        @task(queue="gpu", pool=pools.GPU_BENCH.name,
+              execution_timeout=timeouts.execution_timeout("benchmark"))
         def benchmark(_: dict, **context) -> dict:
             """Loader throughput on the GPU worker queue; gates publish on the spec's floors."""
             return stage(context, "benchmark")
@@ -150,7 +151,7 @@ def build_dag(spec: DatasetSpec):
         # (on_warning is on by default); the notifier decides per outcome what to send
         @task(on_success_callback=notify if spec.alerts.on_success or spec.alerts.on_warning
               else None,
-              execution_timeout=timedelta(hours=1))
+              execution_timeout=timeouts.execution_timeout("quality_gate"))
         def quality_gate(_: dict, **context) -> dict:
             """The Great Expectations checklist; Data Docs are published with the dataset."""
             return stage(context, "quality_gate")

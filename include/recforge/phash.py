@@ -6,7 +6,7 @@ grey pixels and record, per row, whether each pixel is brighter than its right n
 Resizing, recompression and small colour shifts flip few of the 64 bits, so a small Hamming
 distance means "probably the same picture". The pack stage stores ``dhash`` of the decoded
 image in the record manifest (column ``phash``, 16 hex digits); the quality gate compares
-hashes across splits with :func:`near_pairs`.
+hashes across splits with :func:`nearest_across` (bounded memory and time at any size).
 """
 
 from __future__ import annotations
@@ -68,56 +68,199 @@ def popcount64(x: np.ndarray) -> np.ndarray:
     return ((x * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)
 
 
-def near_pairs(a: np.ndarray, b: np.ndarray, max_distance: int,
-               max_candidates: int = 50_000_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs ``(i, j, distance)`` with ``hamming(a[i], b[j]) <= max_distance``.
+BUCKET_CAP = 64  # records of the smaller side compared per shared band value (see below)
+CHUNK_PAIRS = 1 << 20  # candidate pairs compared per step: bounds the search's memory (~60 MB)
 
-    Multi-index search: split the 64 bits into ``max_distance + 1`` bands; by the pigeonhole
-    principle two hashes within the distance agree exactly on at least one band, so only pairs
-    sharing a band value are compared. Cost grows with the number of such candidates, not with
-    ``len(a) * len(b)``; more than ``max_candidates`` raises instead of running for hours.
+
+def _bands(max_distance: int) -> list[tuple[int, int]]:
+    return _bands_of(HASH_BITS, max_distance)
+
+
+def _bands_of(bits: int, max_distance: int) -> list[tuple[int, int]]:
+    """``bits`` cut into ``max_distance + 1`` bands (fewer, of one bit, if bits are few)."""
+    edges = np.unique(np.linspace(0, bits, min(max_distance + 1, bits) + 1).astype(int))
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+
+
+def _band(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    return (x >> np.uint64(lo)) & np.uint64((1 << (hi - lo)) - 1)
+
+
+def _without_band(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The 64 - (hi - lo) bits of ``x`` outside the band, packed from bit 0."""
+    low = x & np.uint64((1 << lo) - 1)
+    return low | ((x >> np.uint64(hi)) << np.uint64(lo)) if hi < HASH_BITS else low
+
+
+def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])`` without a loop."""
+    total = int(counts.sum())
+    if not total:
+        return np.empty(0, np.int64)
+    begin = np.cumsum(counts) - counts
+    return np.repeat(starts - begin, counts) + np.arange(total)
+
+
+def _groups(keys: np.ndarray):
+    order = np.argsort(keys, kind="stable")
+    uniq, start, count = np.unique(keys[order], return_index=True, return_counts=True)
+    return order, uniq, start.astype(np.int64), count.astype(np.int64)
+
+
+def _rows_pairs(order_x, start_x, count_x, order_y, start_y, count_y):
+    """Pairs (x, y) of every shared key: one row per x member, its key's y members as
+    partners, cut into steps of about ``CHUNK_PAIRS`` pairs (a row is never cut)."""
+    rows = _expand(start_x, count_x)  # positions in order_x
+    row_key = np.repeat(np.arange(len(count_x)), count_x)
+    per_row = count_y[row_key]
+    ends = np.cumsum(per_row)
+    lo = 0
+    while lo < len(rows):
+        hi = int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + CHUNK_PAIRS, "right"))
+        hi = max(hi, lo + 1)
+        k, n = row_key[lo:hi], per_row[lo:hi]
+        yield (np.repeat(order_x[rows[lo:hi]], n),
+               order_y[_expand(start_y[k], n)])
+        lo = hi
+
+
+def _key_pairs(ka: np.ndarray, kb: np.ndarray, cap: int | None, refine=None):
+    """Index pairs ``(i, j)`` with ``ka[i] == kb[j]``, in bounded steps.
+
+    A shared key with more than ``cap`` members on both sides is *oversized*: its members are
+    keyed again by each key pair of ``refine(i_members, j_members)`` when given, else only
+    the first ``cap`` members of the smaller side (in key, then index, order) are paired."""
+    oa, ua, sa, ca = _groups(ka)
+    ob, ub, sb, cb = _groups(kb)
+    _, xa, xb = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    sa, ca, sb, cb = sa[xa], ca[xa], sb[xb], cb[xb]
+    big = np.zeros(len(ca), bool) if cap is None else np.minimum(ca, cb) > cap
+    if big.any():
+        if refine is not None:
+            ia, ib = oa[_expand(sa[big], ca[big])], ob[_expand(sb[big], cb[big])]
+            for ra, rb in refine(ia, ib):  # the oversized keys' members, keyed again
+                for x, y in _key_pairs(ra, rb, cap):
+                    yield ia[x], ib[y]
+            sa, ca, sb, cb = sa[~big], ca[~big], sb[~big], cb[~big]
+        else:
+            ca = np.where(big & (ca <= cb), cap, ca)
+            cb = np.where(big & (cb < ca), cap, cb)
+    # rows over the larger side: each row has at most max(cap, smaller side) partners
+    over_a = ca >= cb
+    yield from _rows_pairs(oa, sa[over_a], ca[over_a], ob, sb[over_a], cb[over_a])
+    for y, x in _rows_pairs(ob, sb[~over_a], cb[~over_a], oa, sa[~over_a], ca[~over_a]):
+        yield x, y
+
+
+def iter_candidates(a: np.ndarray, b: np.ndarray, max_distance: int,
+                    cap: int | None = BUCKET_CAP):
+    """Candidate pairs ``(i, j, distance)`` (distance <= ``max_distance``), in bounded steps;
+    a pair may come more than once (once per band it shares).
+
+    Multi-index search: the 64 bits are cut into ``max_distance + 1`` bands; by the
+    pigeonhole principle two hashes within the distance agree exactly on at least one band,
+    so only records sharing a band value are compared, with sorting on the band keys and
+    joins of bounded size. A band value shared by more than ``cap`` records on *both* sides
+    (photo bursts, flat images, popular bit patterns) is searched again the same way: its
+    members' other bits are cut into ``max_distance + 1`` sub-bands, and pairs sharing the
+    band and one sub-band are compared (still exact, by the same principle). The recall
+    trade-off, for bounded time at any size: a sub-band value still shared by more than
+    ``cap`` records on both sides pairs only ``cap`` records of the smaller side; pairs found
+    only there can be missed. Every other pair within the distance is found (exact with
+    ``cap=None``). Work per band is at most about
+    ``(max_distance + 2) * cap * (len(a) + len(b))`` comparisons.
     """
     if not 0 <= max_distance < HASH_BITS:
         raise ValueError(f"max_distance {max_distance} must be in [0, {HASH_BITS})")
     a = np.asarray(a, dtype=np.uint64)
     b = np.asarray(b, dtype=np.uint64)
-    empty = (np.empty(0, np.int64),) * 3
     if not len(a) or not len(b):
-        return empty
-    nbands = max_distance + 1
-    edges = np.linspace(0, HASH_BITS, nbands + 1).astype(int)
-    found_i, found_j = [], []
+        return
+    bands = _bands(max_distance)
+    for lo, hi in bands:
+        refine = None
+        if hi - lo < HASH_BITS:
+            def refine(ia, ib, lo=lo, hi=hi):
+                """(band, sub-band) keys: the rest's bits cut into max_distance + 1 parts."""
+                rest = HASH_BITS - (hi - lo)
+                for slo, shi in _bands_of(rest, max_distance):
+                    yield tuple((_band(x, lo, hi) << np.uint64(shi - slo))
+                                | _band(_without_band(x, lo, hi), slo, shi)
+                                for x in (a[ia], b[ib]))
+        for ii, jj in _key_pairs(_band(a, lo, hi), _band(b, lo, hi), cap, refine):
+            dist = popcount64(a[ii] ^ b[jj])
+            keep = dist <= max_distance
+            yield ii[keep], jj[keep], dist[keep]
+
+
+def near_pairs(a: np.ndarray, b: np.ndarray, max_distance: int,
+               max_candidates: int | None = None, cap: int | None = BUCKET_CAP
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs ``(i, j, distance)`` with ``hamming(a[i], b[j]) <= max_distance``, each once,
+    by :func:`iter_candidates` (bounded work; see its recall note). More than
+    ``max_candidates`` pairs found raises ``ValueError`` (for callers that list them)."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    found = []
     total = 0
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        mask = np.uint64((1 << int(hi - lo)) - 1)
-        va = (a >> np.uint64(lo)) & mask
-        vb = (b >> np.uint64(lo)) & mask
-        order = np.argsort(vb, kind="stable")
-        sorted_b = vb[order]
-        start = np.searchsorted(sorted_b, va, side="left")
-        stop = np.searchsorted(sorted_b, va, side="right")
-        counts = stop - start
-        total += int(counts.sum())
-        if total > max_candidates:
+    for ii, jj, _ in iter_candidates(a, b, max_distance, cap):
+        found.append(np.unique(ii * len(b) + jj))
+        total += len(found[-1])
+        if max_candidates is not None and total > max_candidates:
             raise ValueError(
-                f"near-duplicate search needs more than {max_candidates} comparisons at "
-                f"max_distance {max_distance}; lower quality.near_duplicate_hamming"
-            )
-        ii = np.repeat(np.arange(len(a)), counts)
-        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        jj = order[np.repeat(start, counts) + offsets]
-        found_i.append(ii)
-        found_j.append(jj)
-    ii = np.concatenate(found_i)
-    jj = np.concatenate(found_j)
-    if not len(ii):
-        return empty
-    dist = popcount64(a[ii] ^ b[jj])
-    keep = dist <= max_distance
-    # a pair agreeing on several bands was found several times: keep it once
-    flat = np.unique(ii[keep] * len(b) + jj[keep])
+                f"near-duplicate search found more than {max_candidates} pairs at "
+                f"max_distance {max_distance}; lower quality.near_duplicate_hamming")
+    if not found:
+        return (np.empty(0, np.int64),) * 3
+    flat = np.unique(np.concatenate(found))  # a pair sharing several bands: once
     ii, jj = flat // len(b), flat % len(b)
     return ii, jj, popcount64(a[ii] ^ b[jj])
+
+
+def _keep_best(best: np.ndarray, partner: np.ndarray, idx: np.ndarray, other: np.ndarray,
+               dist: np.ndarray) -> None:
+    """``best[i]``/``partner[i]``: the smallest distance per index and its partner (the
+    smaller partner index on ties), updated in place from one step's pairs."""
+    if not len(idx):
+        return
+    order = np.lexsort((other, dist, idx))
+    idx, other, dist = idx[order], other[order], dist[order]
+    first = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    idx, other, dist = idx[first], other[first], dist[first]
+    better = (dist < best[idx]) | ((dist == best[idx]) & (other < partner[idx]))
+    best[idx[better]] = dist[better]
+    partner[idx[better]] = other[better]
+
+
+def nearest_across(a: np.ndarray, b: np.ndarray, max_distance: int,
+                   cap: int | None = BUCKET_CAP):
+    """Per hash of ``a`` its closest hash in ``b`` within ``max_distance`` bits, and per hash
+    of ``b`` its closest in ``a``: ``(dist_a, partner_a, dist_b, partner_b)``; distance
+    ``-1`` and partner ``-1`` where none. Memory is O(len(a) + len(b)): identical hashes are
+    searched once, and only the best pair per hash is kept (never the list of pairs)."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    ua, inv_a = np.unique(a, return_inverse=True)
+    ub, inv_b = np.unique(b, return_inverse=True)
+    # the lowest original index of each distinct hash names it as a partner
+    first_a = np.full(len(ua), len(a), np.int64)
+    np.minimum.at(first_a, inv_a, np.arange(len(a)))
+    first_b = np.full(len(ub), len(b), np.int64)
+    np.minimum.at(first_b, inv_b, np.arange(len(b)))
+    none = np.iinfo(np.int64).max
+    best_a, part_a = np.full(len(ua), none), np.full(len(ua), none)
+    best_b, part_b = np.full(len(ub), none), np.full(len(ub), none)
+    for ii, jj, dist in iter_candidates(ua, ub, max_distance, cap):
+        _keep_best(best_a, part_a, ii, first_b[jj], dist)
+        _keep_best(best_b, part_b, jj, first_a[ii], dist)
+
+    def back(best, part, inv):
+        d, p = best[inv], part[inv]
+        miss = d == none
+        d[miss], p[miss] = -1, -1
+        return d, p
+
+    return (*back(best_a, part_a, inv_a), *back(best_b, part_b, inv_b))
 
 
 def dhash_encoded(data: bytes) -> str | None:

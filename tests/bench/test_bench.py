@@ -395,3 +395,51 @@ def test_models_import_without_heavy_modules():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**__import__("os").environ})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_reads_a_bounded_window_of_a_larger_split(where, bucket, tmp_path, monkeypatch):
+    """The benchmark times a window of the first records that fits max_bytes: ranged reads
+    of those bytes only, never the whole split."""
+    local = tmp_path / "ds"
+    pack(local, n=240, size=(96, 96))
+    split_bytes = (local / "train.rec").stat().st_size
+    prefix = str(local)
+    if where == "s3":
+        prefix = f"s3://{bucket}/datasets/big/v1"
+        for name in ("train.rec", "train.idx", "classes.json"):
+            storage.upload(local / name, storage.join(prefix, name))
+    read = []
+    real = storage.get_range
+    monkeypatch.setattr(storage, "get_range",
+                        lambda uri, start, n: read.append(n) or real(uri, start, n))
+    monkeypatch.setattr(storage, "download", lambda *a: pytest.fail(f"downloaded {a}"))  # .rec
+    budget = 1 << 17  # about 22 records of 240
+    assert split_bytes > 4 * budget
+    got = run_benchmark(prefix, BenchOptions(**{**FAST, "max_bytes": budget, "thread_grid": ()}))
+    sample = got["dataset"]["sample"]
+    assert not sample["whole_split"] and sample["split_records"] == 240
+    assert FAST["batch_size"] <= sample["records"] < 240
+    assert sum(read) == sample["bytes"] <= budget  # what was read is what was timed
+    assert got["dataset"]["records"] == sample["records"]
+    assert got["summary"]["images_per_sec"] > 0
+
+
+def test_the_window_takes_the_same_keys_masks(tmp_path):
+    """Segmentation: the sample's mask records are those of the sample's image keys."""
+    from recforge.bench.records import fetch_split
+
+    local = tmp_path / "ds"
+    pack(local, n=120, size=(96, 96))
+    pack(tmp_path / "m", n=120, size=(48, 48))  # stands in for the masks
+    for ext in ("rec", "idx"):
+        (local / f"train_mask.{ext}").write_bytes((tmp_path / "m" / f"train.{ext}").read_bytes())
+    got = fetch_split(str(local), "train", tmp_path / "out", max_bytes=1 << 17, min_records=16)
+    image_keys = [int(line.split("\t")[0]) for line in
+                  (tmp_path / "out" / "train.idx").read_text().splitlines()]
+    mask_keys = [int(line.split("\t")[0]) for line in
+                 (tmp_path / "out" / "train_mask.idx").read_text().splitlines()]
+    assert mask_keys == image_keys and 16 <= len(image_keys) < 120
+    mask_bytes = (tmp_path / "out" / "train_mask.rec").stat().st_size
+    assert got["downloaded_bytes"] == got["sample"]["bytes"] + mask_bytes
+    assert mask_bytes < (local / "train_mask.rec").stat().st_size

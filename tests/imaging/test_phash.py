@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import skimage.data
 
-from recforge.phash import dhash, hamming, near_pairs, popcount64, to_uint64
+from recforge.dev.scale import clustered_hashes
+from recforge.phash import dhash, hamming, near_pairs, nearest_across, popcount64, to_uint64
 
 
 def _bgr(name: str) -> np.ndarray:
@@ -91,9 +92,54 @@ def test_near_pairs_equals_brute_force(threshold):
     assert (dist == full[ii, jj]).all()
 
 
-def test_near_pairs_limits_work_and_handles_empty():
-    same = np.zeros(3000, dtype=np.uint64)
+def test_near_pairs_is_bounded_never_raises_and_handles_empty():
+    same = np.zeros(3000, dtype=np.uint64)  # one flat value: 9 M pairs exactly
+    ii, jj, dist = near_pairs(same, same, 4)  # bucket cap: at most 64 per record of a side
+    assert 0 < len(ii) <= 64 * 3000 and (dist == 0).all()
     with pytest.raises(ValueError, match="lower quality.near_duplicate_hamming"):
-        near_pairs(same, same, 4, max_candidates=1_000_000)
+        near_pairs(same, same, 4, max_candidates=1000)  # a caller's own cap on the list
     assert all(len(x) == 0 for x in near_pairs(same[:0], same, 4))
     assert to_uint64(["ffffffffffffffff"])[0] == np.uint64(2**64 - 1)
+
+
+@pytest.mark.parametrize("threshold", [0, 3, 4, 8])
+def test_nearest_across_equals_brute_force(threshold):
+    hashes, _ = clustered_hashes(3000, seed=threshold, burst=8)
+    a, b = hashes[:2500], hashes[2500:]
+    full = popcount64(a[:, None] ^ b[None, :])
+    da, pa, db, pb = nearest_across(a, b, threshold, cap=None)
+    want_a = np.where(full.min(1) <= threshold, full.min(1), -1)
+    want_b = np.where(full.min(0) <= threshold, full.min(0), -1)
+    assert (da == want_a).all() and (db == want_b).all()
+    hit = da >= 0
+    assert (full[np.flatnonzero(hit), pa[hit]] == da[hit]).all()
+    assert (pa[~hit] == -1).all()
+    # with the default bucket cap the flat images and bursts still give the same answer here
+    capped = nearest_across(a, b, threshold)
+    assert (capped[0] == da).all() and (capped[2] == db).all()
+
+
+def test_nearest_across_at_imagenet_size_finds_planted_duplicates():
+    """1.28 M clustered hashes (bursts, flat images, biased bits): bounded time and memory."""
+    import time
+
+    hashes, cluster = clustered_hashes(1_280_000, seed=3)
+    rng = np.random.default_rng(3)
+    # val: whole clusters only, so no burst straddles the splits ...
+    in_val = rng.random(cluster.max() + 1) < 0.04
+    val = in_val[cluster] & (hashes >= 8)  # (flat images are one value in every split)
+    a, b = hashes[~val], hashes[val].copy()
+    # ... then plant 50 near-duplicates: a train hash with 1-4 bits flipped
+    planted = rng.choice(len(b), 50, replace=False)
+    sources = rng.choice(len(a), 50, replace=False)
+    bits = rng.integers(1, 5, size=50)
+    for p, s, k in zip(planted, sources, bits, strict=True):
+        flip = rng.choice(64, k, replace=False)
+        b[p] = a[s] ^ np.uint64(sum(1 << int(x) for x in flip))
+    started = time.perf_counter()
+    da, pa, db, pb = nearest_across(a, b, 4)
+    assert time.perf_counter() - started < 120
+    assert (db[planted] >= 0).all() and (db[planted] <= bits).all()
+    found = np.flatnonzero(db >= 0)
+    assert set(planted) <= set(found.tolist())
+    assert (popcount64(b[found] ^ a[pb[found]]) == db[found]).all()

@@ -42,7 +42,8 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None) -> dict:
     opts = options or BenchOptions()
     started = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
-        fetched = fetch_split(prefix, opts.split, Path(tmp))
+        fetched = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
+                              min_records=opts.batch_size)
         root = fetched["root"]
         if opts.loader == "segmentation":
             return _segmentation(prefix, root, opts, fetched, started)
@@ -68,7 +69,7 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, started) ->
     log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
              rec_bytes / 1e6, device["statement"])
     decode = bare_decode(rec, opts.decode_records)
-    manifest_sizes = _record_sizes(root, opts.split)
+    manifest_sizes = _record_sizes(fetched.get("records_uri"), opts.split)
     sizes = (size_check(manifest_sizes, opts.data_shape, "records.jsonl (every record)")
              if manifest_sizes else
              size_check(decode["sizes"], opts.data_shape,
@@ -153,6 +154,7 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, started) ->
         "dataset": {
             "records": n_records, "rec_bytes": rec_bytes,
             "mean_record_bytes": round(rec_bytes / n_records, 1), "num_classes": num_classes,
+            "sample": fetched.get("sample"),
             "download_seconds": _r(fetched["download_seconds"]),
             "download_mb_per_sec": (round(fetched["downloaded_bytes"] / 1e6
                                           / fetched["download_seconds"], 2)

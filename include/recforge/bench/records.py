@@ -1,7 +1,10 @@
 """The data side of the benchmark: the split's files, its records, and the bare-decode limit.
 
-``fetch_split`` gets ``<split>.rec/.idx`` (a local folder is used in place, an ``s3://``
-prefix is downloaded and timed). ``bare_decode`` is the reference the loader is compared
+``fetch_split`` gets a bounded sample of ``<split>.rec/.idx``: the window of the split's
+first records that fits ``max_bytes`` (at least one batch), read with ranged GETs and timed,
+with an ``.idx`` for just those records; what is timed is what was read, and a 140 GB
+ImageNet train split costs one window, not a download. A split within the budget is used in
+place (local) or fetched whole (S3). ``bare_decode`` is the reference the loader is compared
 with: one Python loop of ``recordio`` reads + ``cv2.imdecode`` over the same records, the
 single-core decode limit, so the result shows how close to the limit the loader runs.
 
@@ -14,7 +17,7 @@ benchmark counts them and warns (``UPSCALE_NOTE``).
 
 from __future__ import annotations
 
-import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,56 +41,124 @@ def count_records(idx_path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def fetch_split(prefix: str, split: str, dest: Path) -> dict:
-    """Local folder → used in place; S3 prefix → the split's files downloaded into ``dest``.
+FETCH_CHUNK = 64 << 20  # bytes per ranged GET (and in memory at a time)
 
-    Returns paths and the download time (S3 only), so the result can show S3 read speed.
+
+def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = None,
+                min_records: int = 1) -> dict:
+    """The split's sample: a local folder within ``max_bytes`` is used in place; otherwise
+    the first records whose bytes fit ``max_bytes`` (at least ``min_records``) are read into
+    ``dest`` with ranged GETs, with their ``.idx`` (and for segmentation the same keys' masks).
+
+    Returns ``root``, the fetch time and ``downloaded_bytes`` (what was read), ``records_uri``
+    (the manifest, streamed later, never downloaded) and ``sample`` (window vs split).
     """
-    required = [names.rec(split), names.idx(split)]
-    optional = [names.CLASSES, names.RECORDS, names.rec(split, mask=True),
-                names.idx(split, mask=True)]
-    if not storage.is_s3(prefix):
-        root = storage.local_path(prefix)
-        missing = [n for n in required if not (root / n).exists()]
-        if missing:
-            have = sorted(p.name for p in root.glob("*.rec")) if root.exists() else []
-            raise LoaderBenchError(
-                f"{root}: {missing} missing; a packed split needs {split}.rec and {split}.idx "
-                f"(.rec files there: {have or 'none'}); pass a prefix that holds them or "
-                "choose another --split"
-            )
-        return {"root": root, "download_seconds": None, "downloaded_bytes": 0}
+    rec_uri = storage.join(prefix, names.rec(split))
+    idx_uri = storage.join(prefix, names.idx(split))
+    _require(prefix, split, rec_uri, idx_uri)
+    records_uri = storage.join(prefix, names.RECORDS)
+    records_uri = records_uri if storage.exists(records_uri) else None
     started = time.perf_counter()
-    size = 0
-    for name in required + optional:
-        uri = storage.join(prefix, name)
-        if name in optional and not storage.exists(uri):
-            continue
-        try:
-            storage.download(uri, dest / name)
-        except Exception as exc:
-            raise LoaderBenchError(
-                f"cannot download {uri}: {exc}; check the prefix and that {split}.rec/.idx "
-                "were published there"
-            ) from exc
-        size += (dest / name).stat().st_size
+    entries = _idx_entries(idx_uri)
+    size = _size(rec_uri)
+    window, end = _window(entries, size, max_bytes, min_records)
+    sample = {"records": len(window), "bytes": end, "split_records": len(entries),
+              "split_bytes": size, "whole_split": len(window) == len(entries),
+              "max_bytes": max_bytes}
+    if not storage.is_s3(prefix) and sample["whole_split"]:
+        return {"root": storage.local_path(prefix), "download_seconds": None,
+                "downloaded_bytes": 0, "records_uri": records_uri, "sample": sample}
+    dest.mkdir(parents=True, exist_ok=True)
+    got = _fetch_window(rec_uri, dest / names.rec(split), window, end, dest / names.idx(split))
+    mask_rec = storage.join(prefix, names.rec(split, mask=True))
+    if storage.exists(mask_rec):  # segmentation: the masks of the window's keys
+        keys = {k for k, _ in window}
+        mask_entries = _idx_entries(storage.join(prefix, names.idx(split, mask=True)))
+        mask_window, mask_end = _key_window(mask_entries, keys, _size(mask_rec))
+        got += _fetch_window(mask_rec, dest / names.rec(split, mask=True), mask_window,
+                             mask_end, dest / names.idx(split, mask=True))
+    classes = storage.join(prefix, names.CLASSES)
+    if storage.exists(classes):
+        (dest / names.CLASSES).write_bytes(storage.get_bytes(classes))
     return {"root": dest, "download_seconds": time.perf_counter() - started,
-            "downloaded_bytes": size}
+            "downloaded_bytes": got, "records_uri": records_uri, "sample": sample}
 
 
-def _record_sizes(root: Path, split: str) -> list[tuple[int, int, int]] | None:
-    """(key, height, width) of every record of the split, from the pack manifest."""
-    path = root / names.RECORDS
-    if not path.exists():
+def _require(prefix: str, split: str, *uris: str) -> None:
+    missing = [u.rsplit("/", 1)[-1] for u in uris if not storage.exists(u)]
+    if not missing:
+        return
+    have = []
+    if not storage.is_s3(prefix) and storage.local_path(prefix).exists():
+        have = sorted(p.name for p in storage.local_path(prefix).glob("*.rec"))
+    raise LoaderBenchError(
+        f"{prefix}: {missing} missing; a packed split needs {split}.rec and {split}.idx "
+        f"(.rec files there: {have or 'none'}); pass a prefix that holds them or "
+        "choose another --split"
+    )
+
+
+def _idx_entries(uri: str) -> list[tuple[int, int]]:
+    if not storage.is_s3(uri):
+        return recordio.read_idx(storage.local_path(uri))
+    with tempfile.TemporaryDirectory(prefix="recforge-idx-") as tmp:
+        # the index: ~16 bytes a record (20 MB for ImageNet's train split)
+        (Path(tmp) / "split.idx").write_bytes(storage.get_bytes(uri))
+        return recordio.read_idx(Path(tmp) / "split.idx")
+
+
+def _size(uri: str) -> int:
+    if not storage.is_s3(uri):
+        return storage.local_path(uri).stat().st_size
+    bucket, key = storage.split_s3(uri)
+    return int(storage.s3_client().head_object(Bucket=bucket, Key=key)["ContentLength"])
+
+
+def _window(entries: list[tuple[int, int]], size: int, max_bytes: int | None,
+            min_records: int) -> tuple[list[tuple[int, int]], int]:
+    """The first records (in file order) that end within ``max_bytes`` (at least
+    ``min_records``), and the byte where the window ends."""
+    ordered = sorted(entries, key=lambda e: e[1])
+    ends = [o for _, o in ordered[1:]] + [size]
+    n = len(ordered) if max_bytes is None else sum(1 for e in ends if e <= max_bytes)
+    n = min(len(ordered), max(n, min_records))
+    return ordered[:n], (ends[n - 1] if n else 0)
+
+
+def _key_window(entries: list[tuple[int, int]], keys: set[int], size: int
+                ) -> tuple[list[tuple[int, int]], int]:
+    """The records of ``keys`` and the byte after the last of them (masks are written in
+    the images' key order, so this is a window of the same size)."""
+    ordered = sorted(entries, key=lambda e: e[1])
+    ends = [o for _, o in ordered[1:]] + [size]
+    picked = [i for i, (k, _) in enumerate(ordered) if k in keys]
+    return [ordered[i] for i in picked], (ends[picked[-1]] if picked else 0)
+
+
+def _fetch_window(uri: str, dest: Path, window: list[tuple[int, int]], end: int,
+                  idx_dest: Path) -> int:
+    """Bytes [0, end) of ``uri`` into ``dest`` in ``FETCH_CHUNK`` ranged reads, and an
+    ``.idx`` of ``window``; returns the bytes read."""
+    read = 0
+    with open(dest, "wb") as f:
+        for start in range(0, end, FETCH_CHUNK):
+            data = storage.get_range(uri, start, min(FETCH_CHUNK, end - start))
+            if not data:
+                break
+            f.write(data)
+            read += len(data)
+    idx_dest.write_text("".join(f"{k}\t{o}\n" for k, o in sorted(window, key=lambda e: e[0])))
+    return read
+
+
+def _record_sizes(records_uri: str | None, split: str) -> list[tuple[int, int, int]] | None:
+    """(key, height, width) of every record of the split, streamed from the pack manifest."""
+    if records_uri is None:
         return None
     out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            if r.get("split", split) == split and "height" in r and "width" in r:
-                out.append((int(r["key"]), int(r["height"]), int(r["width"])))
+    for r in storage.iter_jsonl(records_uri):
+        if r.get("split", split) == split and "height" in r and "width" in r:
+            out.append((int(r["key"]), int(r["height"]), int(r["width"])))
     return out or None
 
 

@@ -35,7 +35,7 @@ def _cmd(args) -> int:
             measure_batches=args.batches, decode_records=args.decode_records,
             device=args.device, gpu_id=args.gpu_id, resize=args.resize,
             max_crop_size=args.max_crop_size, min_crop_size=args.min_crop_size,
-            loader=args.loader,
+            loader=args.loader, max_bytes=args.max_bytes,
         )
         floors = BenchFloors(min_images_per_sec=args.min_images_per_sec,
                              max_p99_ms=args.max_p99_ms, require_gpu=args.require_gpu)
@@ -78,6 +78,9 @@ def register(sub) -> None:
                    help="batches MXNet prepares ahead (default 4, at most 16)")
     p.add_argument("--warmup", type=int, default=5, help="batches before timing")
     p.add_argument("--batches", type=int, default=50, help="batches in the timed window")
+    p.add_argument("--max-bytes", type=int, default=1 << 30,
+                   help="bytes of the split read: a window of its first records, at least one "
+                   "batch (default 1 GiB)")
     p.add_argument("--decode-records", type=int, default=500,
                    help="records for the bare-decode reference rate (default 500)")
     p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",

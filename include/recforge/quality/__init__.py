@@ -25,6 +25,7 @@ this package stays light; the spec's models and the item table live in ``recforg
 """
 
 from recforge.quality.gate import (
+    GateError,
     QualityGateFailed,
     enforce,
     run_and_upload,
@@ -35,6 +36,6 @@ from recforge.quality.gate import (
 from recforge.quality.inputs import GateInputs
 from recforge.quality.report import format_table, iter_failed, upload_data_docs
 
-__all__ = ["GateInputs", "QualityGateFailed", "enforce", "format_table", "iter_failed",
+__all__ = ["GateError", "GateInputs", "QualityGateFailed", "enforce", "format_table", "iter_failed",
            "run_and_upload", "run_checks", "run_loader_checks", "run_quality_gate",
            "upload_data_docs"]

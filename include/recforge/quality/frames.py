@@ -4,6 +4,12 @@ Facts that need more than one row (offset order, cross-split duplicates, per-obj
 accounting, class counts) are no single GX expectation, so they are computed here in pandas
 as columns; the expectations of :mod:`recforge.quality.suites` then check those columns, so
 every verdict and its offending rows appear in Data Docs.
+
+Every fact is a vectorised column operation on the compact frame
+:func:`recforge.quality.inputs.read_records` builds (no per-row Python at ImageNet size), and
+the near-duplicate search keeps only the closest partner per record
+(:func:`recforge.phash.nearest_across`). A check whose severity is ``off`` costs nothing
+here: the near-duplicate search, the expensive one, is not run at all.
 """
 
 from __future__ import annotations
@@ -11,24 +17,42 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from recforge.quality.inputs import VERIFY_COLUMNS, GateInputs, _framed_size
+from recforge.quality.inputs import (
+    VERIFY_COLUMNS,
+    GateInputs,
+    compact_identities,
+    phash_columns,
+)
 from recforge.spec.quality import QualitySpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
+# object columns that hold strings (or None) by construction: not scanned for lists
+SCALAR_COLUMNS = frozenset({"split", "class_name", "decode_status", "source_key", "source_etag",
+                            "source_sha256", "record", "expected_class_name", "near_dup_of",
+                            "rec_status", "mask_key", "name"})
+
+
 def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classification"
                  ) -> dict[str, pd.DataFrame]:
-    """The tables the suites check, with the cross-row facts computed as columns."""
+    """The tables the suites check, with the cross-row facts computed as columns.
+
+    ``inputs.records`` given as a frame gets the fact columns added in place (no copy)."""
     import numpy as np
     import pandas as pd
 
-    rec = pd.DataFrame(inputs.records)
+    rec = inputs.records
+    if not isinstance(rec, pd.DataFrame):
+        rec = pd.DataFrame(rec)
+    if "phash" in rec.columns and "phash_ok" not in rec.columns:
+        rec["phash_u64"], rec["phash_ok"] = phash_columns(rec.pop("phash"))
+    compact_identities(rec)  # rows given as dicts: SHA-256 and ETags as numbers, as loaded
     for col, default in (("key", np.nan), ("split", None), ("offset", np.nan),
                          ("length", np.nan), ("height", np.nan), ("width", np.nan),
                          ("channels", np.nan), ("label", np.nan), ("class_name", None),
-                         ("source_key", None), ("source_sha256", None),
+                         ("source_key", None),
                          ("decode_status", None)):
         if col not in rec.columns:
             rec[col] = default
@@ -38,19 +62,24 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     rec["record"] = rec["split"].astype(str) + "/" + rec["key"].astype(str)
 
     # item 2: offsets strictly increasing, each record starting after the previous one ends
-    rec["_order"] = np.arange(len(rec))
-    prev_end = rec.groupby("split", sort=False)["offset"].shift(1) + \
-        rec.groupby("split", sort=False)["length"].shift(1).map(
-            lambda n: _framed_size(int(n)) if pd.notna(n) else np.nan)
+    by_split = rec.groupby("split", sort=False, observed=True)
+    prev_length = pd.to_numeric(by_split["length"].shift(1), errors="coerce")
+    # the previous record's framed size: 8 header bytes + the payload padded to 4
+    prev_end = pd.to_numeric(by_split["offset"].shift(1), errors="coerce") + 8 + \
+        np.floor((prev_length + 3) / 4) * 4
     rec["offset_gap"] = rec["offset"] - prev_end.fillna(0)
     if inputs.idx is not None:
-        idx_rows = [{"split": s, "key": k, "idx_offset": o}
-                    for s, entries in inputs.idx.items() for k, o in entries]
-        idx_df = pd.DataFrame(idx_rows, columns=["split", "key", "idx_offset"])
-        idx_df = idx_df.drop_duplicates(["split", "key"])
-        rec = rec.merge(idx_df, on=["split", "key"], how="left")
-        rec["idx_offset"] = rec["idx_offset"].astype(float)
-        rec = rec.sort_values("_order").reset_index(drop=True)
+        rec["idx_offset"] = np.nan
+        keys = pd.to_numeric(rec["key"], errors="coerce")
+        split_col = rec["split"].to_numpy(object)
+        for s, entries in inputs.idx.items():
+            here = split_col == s
+            if not here.any():
+                continue
+            idx_keys, idx_offsets = _idx_columns(entries)
+            lookup = pd.Series(idx_offsets.astype(float), index=idx_keys)
+            lookup = lookup[~lookup.index.duplicated()]  # the first entry of a key counts
+            rec.loc[here, "idx_offset"] = lookup.reindex(keys[here].to_numpy()).to_numpy()
 
     # item 3
     num_classes = (inputs.classes or {}).get("num_classes")
@@ -58,9 +87,10 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     labels = pd.to_numeric(rec["label"], errors="coerce")
     rec["label_is_integer"] = (labels == labels.round()) & labels.notna()
     if names and task != "segmentation":  # segmentation records carry no image class
-        rec["expected_class_name"] = labels.map(
-            lambda v: names[int(v)] if pd.notna(v) and v == int(v) and 0 <= v < len(names)
-            else "<no such id>")
+        lab = labels.to_numpy(float)
+        known = (lab == np.floor(lab)) & (lab >= 0) & (lab < len(names))  # NaN: False
+        table = np.array([*names, "<no such id>"], dtype=object)
+        rec["expected_class_name"] = table[np.where(known, lab, len(names)).astype(np.int64)]
     if "mask_values" in rec.columns and num_classes:
         allowed = set(range(num_classes)) | (
             {quality.ignore_label} if quality.ignore_label is not None else set())
@@ -73,9 +103,12 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
 
     # item 12
     rec["source_key_splits"] = rec.groupby("source_key")["split"].transform("nunique")
-    rec["content_splits"] = rec.groupby("source_sha256")["split"].transform("nunique")
-    rec.loc[rec["source_sha256"].isna(), "content_splits"] = np.nan
-    if "phash" in rec.columns:
+    if "sha_hi" not in rec.columns:
+        rec["sha_hi"] = rec["sha_lo"] = pd.array([pd.NA] * len(rec), dtype="UInt64")
+    rec["content_splits"] = rec.groupby(["sha_hi", "sha_lo"], observed=True)["split"] \
+        .transform("nunique").astype(float)
+    rec.loc[rec["sha_hi"].isna(), "content_splits"] = np.nan
+    if "phash_ok" in rec.columns and quality.severity_of("near_duplicates") != "off":
         _near_duplicates(rec, quality.near_duplicate_hamming)
 
     # item 13
@@ -89,17 +122,19 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
         rec["mask_size_ok"] = size_ok
     # list/dict columns (mask_values, class_pixels) are summarised above; GX fingerprints
     # frames by hashing cells, which lists and dicts do not support
-    nested = [c for c in rec.columns if rec[c].map(lambda v: isinstance(v, list | dict)).any()]
-    frames = {"records": rec.drop(columns=["_order", *nested])}
+    nested = [c for c in rec.columns if rec[c].dtype == object and c not in SCALAR_COLUMNS
+              and rec[c].map(lambda v: isinstance(v, list | dict)).any()]
+    frames = {}
 
     # item 2: counts agree between the manifest, the .idx files and summary.json
-    per_split = rec.groupby("split").size()
+    per_split = rec.groupby("split", observed=True).size()
     split_names = sorted(set(per_split.index) | set((inputs.idx or {}).keys())
                          | set(((inputs.summary or {}).get("splits") or {}).keys()))
     frames["splits"] = pd.DataFrame([{
         "split": s,
         "manifest_records": int(per_split.get(s, 0)),
-        "idx_entries": len((inputs.idx or {}).get(s, [])) if inputs.idx is not None else np.nan,
+        "idx_entries": len(_idx_columns((inputs.idx or {}).get(s, []))[0])
+        if inputs.idx is not None else np.nan,
         "summary_records": ((inputs.summary or {}).get("splits") or {}).get(s, np.nan)
         if inputs.summary else np.nan,
     } for s in split_names], columns=["split", "manifest_records", "idx_entries",
@@ -108,38 +143,56 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
 
     frames["sources"] = _sources_frame(inputs, rec)
     frames["classes"] = _classes_frame(inputs, rec, quality, task)
-    return frames
+    for col in [*nested, "phash_u64", "phash_ok"]:  # in place: a drop() would copy the frame
+        if col in rec.columns:
+            del rec[col]
+    return {"records": rec, **frames}
+
+
+def _idx_columns(entries):
+    """A split's ``.idx`` entries as (keys, offsets) int64 arrays."""
+    import numpy as np
+
+    if isinstance(entries, tuple):
+        return entries
+    pairs = np.asarray(entries, dtype=np.int64).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
 
 
 def _near_duplicates(rec: pd.DataFrame, threshold: int) -> None:
     """Per record: the closest record of another split within ``threshold`` bits, if any."""
     import numpy as np
+    import pandas as pd
 
     from recforge import phash
 
     rec["near_dup_bits"] = np.nan
     rec["near_dup_of"] = None
-    ok = rec["phash"].map(lambda h: isinstance(h, str) and len(h) == phash.HEX_DIGITS)
-    values = np.zeros(len(rec), dtype=np.uint64)
-    values[ok.to_numpy()] = phash.to_uint64(rec.loc[ok, "phash"])
-    splits = sorted(rec.loc[ok, "split"].dropna().unique())
-    positions = {s: np.flatnonzero((rec["split"] == s).to_numpy() & ok.to_numpy())
-                 for s in splits}
-    best = np.full(len(rec), np.inf)
+    ok = rec["phash_ok"].to_numpy(bool)
+    values = rec["phash_u64"].to_numpy(np.uint64)
+    split_col = rec["split"].to_numpy(object)
+    splits = sorted(s for s in pd.unique(split_col[ok]) if isinstance(s, str))
+    positions = {s: np.flatnonzero((split_col == s) & ok) for s in splits}
+    best = np.full(len(rec), np.iinfo(np.int64).max)
     partner = np.full(len(rec), -1)
+
+    def keep(rows, dist, others):
+        better = (dist >= 0) & (dist < best[rows])  # the first split pair wins ties
+        best[rows[better]], partner[rows[better]] = dist[better], others[better]
+
     for i, a in enumerate(splits):
         for b in splits[i + 1:]:
             pa, pb = positions[a], positions[b]
-            ii, jj, dist = phash.near_pairs(values[pa], values[pb], threshold)
-            for x, y, d in zip(pa[ii], pb[jj], dist, strict=True):
-                if d < best[x]:
-                    best[x], partner[x] = d, y
-                if d < best[y]:
-                    best[y], partner[y] = d, x
-    hit = np.isfinite(best)
-    rec.loc[hit, "near_dup_bits"] = best[hit]
-    rec.loc[hit, "near_dup_of"] = [rec["record"].iat[p] + " " + str(rec["source_key"].iat[p])
-                                   for p in partner[hit]]
+            da, qa, db, qb = phash.nearest_across(values[pa], values[pb], threshold)
+            keep(pa, da, pb[qa])
+            keep(pb, db, pa[qb])
+    hit = partner >= 0
+    if not hit.any():
+        return
+    rec.loc[hit, "near_dup_bits"] = best[hit].astype(float)
+    p = partner[hit]
+    rec.loc[hit, "near_dup_of"] = (rec["record"].to_numpy(object)[p] + " "
+                                   + rec["source_key"].astype(str).to_numpy(object)[p])
 
 
 def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
@@ -163,18 +216,25 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
             "packed": int(packed.sum()), "quarantined": int(refused.sum()),
             "accounted": 1 + total - int(listed), "etag_matches": None,
             "listed_total": int(listed)}])
-    listing = pd.DataFrame(inputs.sources)
-    if listing.empty:
+    listing = inputs.sources
+    if not isinstance(listing, pd.DataFrame):
+        listing = pd.DataFrame(listing)
+    if listing.empty or "key" not in listing.columns:
         listing = pd.DataFrame(columns=["key", "etag"])
-    keys = list(dict.fromkeys(list(listing["key"]) + list(packed.index) + list(refused.index)))
-    df = pd.DataFrame({"source_key": keys})
-    df["listed"] = df["source_key"].isin(set(listing["key"]))
+    keys = pd.Index(listing["key"], dtype=object).append(
+        pd.Index(packed.index, dtype=object)).append(pd.Index(refused.index, dtype=object))
+    df = pd.DataFrame({"source_key": keys.unique()})
+    df["listed"] = df["source_key"].isin(listing["key"])
     df["packed"] = df["source_key"].map(packed).fillna(0).astype(int)
     df["quarantined"] = df["source_key"].map(refused).fillna(0).astype(int)
     df["accounted"] = df["packed"] + df["quarantined"]
     if "etag" in listing.columns and "source_etag" in rec.columns:
+        if listing["etag"].dtype == object:  # rows given as dicts
+            listing = listing[["key", "etag"]].copy()
+            compact_identities(listing)
         listed_etag = listing.drop_duplicates("key").set_index("key")["etag"]
-        packed_etag = rec.drop_duplicates("source_key").set_index("source_key")["source_etag"]
+        packed_etag = rec[["source_key", "source_etag"]].drop_duplicates(
+            "source_key").set_index("source_key")["source_etag"]
         both = df["source_key"].map(listed_etag).notna() & df["source_key"].map(
             packed_etag).notna()
         df["etag_matches"] = None

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from recforge import storage
-from recforge.errors import RecforgeFailure
+from recforge.errors import RecforgeFailure, ValidationFailed
 from recforge.format import names
 from recforge.quality.frames import build_frames
 from recforge.quality.gx import _finish, _summarise, _validate
@@ -40,6 +40,11 @@ class QualityGateFailed(RecforgeFailure):
             f"quality gate failed for {result.get('dataset') or 'dataset'} run "
             f"{result.get('run') or '?'}: {failed}. Evidence: {docs}"
         )
+
+
+class GateError(ValidationFailed):
+    """The gate could not check the dataset (malformed manifest, .idx or inputs): retrying
+    reads the same bytes and fails the same way, so the task fails at once."""
 
 
 def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
@@ -102,18 +107,25 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
     Reads the manifest, quarantine, summary, classes and ``.idx`` files, re-reads a sample of
     records from the ``.rec`` files (``quality.decode_sample``), runs the suites and writes
     Data Docs into ``docs_dir``. Returns the small result dict; never raises on a failed
-    check — call :func:`enforce` for that.
+    check — call :func:`enforce` for that. A deterministic error while checking (malformed
+    inputs, a bug) raises :class:`GateError`, which is not retried; a transient storage
+    error propagates as it is, so the task is retried.
     """
-    import pandas as pd
-
     quality = _as_quality(quality)
-    inputs = load_inputs(prefix, source_manifest)
-    rec = pd.DataFrame(inputs.records)
-    if quality.decode_sample != 0 and not rec.empty and inputs.rec_uris:
-        rec = verify_records(rec, inputs.rec_uris, quality.decode_sample)
-        inputs.records = rec.to_dict("records")
-    result = run_checks(inputs, quality, docs_dir=docs_dir, pack=pack, task=task,
-                        loader_results=loader_results, dataset=dataset, run_name=run_name)
+    try:
+        inputs = load_inputs(prefix, source_manifest)
+        rec = inputs.records  # one compact frame (recforge.quality.inputs.read_records)
+        if quality.decode_sample != 0 and not rec.empty and inputs.rec_uris:
+            verify_records(rec, inputs.rec_uris, quality.decode_sample)
+        result = run_checks(inputs, quality, docs_dir=docs_dir, pack=pack, task=task,
+                            loader_results=loader_results, dataset=dataset,
+                            run_name=run_name)
+    except Exception as exc:
+        if isinstance(exc, RecforgeFailure) or storage.is_transient(exc) \
+                or isinstance(exc, MemoryError):
+            raise
+        raise GateError(f"quality gate could not check {prefix}: {type(exc).__name__}: "
+                        f"{exc}") from exc
     result["prefix"] = prefix
     return result
 

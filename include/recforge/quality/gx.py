@@ -90,10 +90,27 @@ def _validate(frames: dict[str, pd.DataFrame], plans: list[_Planned], docs_dir: 
         result_format = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
         if frame in ROW_ID:
             result_format["unexpected_index_column_names"] = [ROW_ID[frame]]
-        results[frame] = vd.run(batch_parameters={"dataframe": frames[frame]}, run_id=run_id,
+        data = _checked_columns(frames[frame], [p for p in plans if p.frame == frame])
+        results[frame] = vd.run(batch_parameters={"dataframe": data}, run_id=run_id,
                                 result_format=result_format)
+        del data
     ctx.build_data_docs(site_names=[SITE_NAME])
     return results
+
+
+def _checked_columns(df: pd.DataFrame, plans: list[_Planned]) -> pd.DataFrame:
+    """Only the columns the frame's expectations read (and its row id): GX copies the frame
+    it validates per metric and scans its columns per unexpected row, so at ImageNet size
+    every column it does not check costs time and memory."""
+    needed = set()
+    for p in plans:
+        e = p.expectation
+        needed |= {getattr(e, a, None) for a in ("column", "column_A", "column_B")}
+        needed |= set(getattr(e, "column_list", None) or ())
+    frame = plans[0].frame if plans else None
+    needed.add(ROW_ID.get(frame))
+    cols = [c for c in df.columns if c in needed]
+    return df if len(cols) == len(df.columns) else df[cols]
 
 
 def _row_label(frame: str, df: pd.DataFrame, ref) -> str:
@@ -200,7 +217,7 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         n = int(rec.loc[rec["source_key_splits"] > 1, "source_key"].nunique())
         return f"{n} source keys in more than one split"
     if name == "split_content":
-        n = int(rec.loc[rec["content_splits"] > 1, "source_sha256"].nunique())
+        n = len(rec.loc[rec["content_splits"] > 1, ["sha_hi", "sha_lo"]].drop_duplicates())
         return f"{n} identical images (SHA-256) in more than one split"
     if name == "near_duplicates":
         hits = rec["near_dup_bits"].dropna()
@@ -237,9 +254,9 @@ def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
         return []
     out: list[str] = []
     if name == "split_content":
-        dup = rec[rec["content_splits"] > 1].groupby("source_sha256")
-        for sha, g in list(dup)[:MAX_EVIDENCE]:
-            out.append(f"sha256 {sha[:12]}…: " + ", ".join(
+        dup = rec[rec["content_splits"] > 1].groupby(["sha_hi", "sha_lo"])
+        for (hi, _), g in list(dup)[:MAX_EVIDENCE]:
+            out.append(f"sha256 {int(hi):016x}"[:19] + "…: " + ", ".join(
                 f"{r.record} ({r.source_key})" for r in g.itertuples()))
     elif name == "near_duplicates" and "near_dup_bits" in rec:
         hits = rec[rec["near_dup_bits"].notna()].sort_values("near_dup_bits")

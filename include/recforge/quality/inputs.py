@@ -5,6 +5,11 @@ recforge writes itself: the record manifest pack writes (``records.jsonl``), the
 listing, the quarantine report, ``summary.json``, ``classes.json`` and the ``.idx`` files,
 read into :class:`GateInputs` by :func:`load_inputs`; and, for a sample of records, the
 ``.rec`` bytes themselves, re-read at their manifest offsets by :func:`verify_records`.
+
+At ImageNet size and beyond nothing is held as one Python dict per record: the manifest and
+the listing are streamed (:func:`recforge.storage.iter_jsonl`) in chunks into compact
+columns (:func:`read_records`): low-cardinality strings share one object per value, the dHash
+becomes a uint64 column, and the ``.idx`` files become two int64 arrays per split.
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ log = logging.getLogger(__name__)
 class GateInputs:
     """Everything the checks read, as plain tables (tests build these in memory)."""
 
-    records: list[dict]
+    records: list[dict] | pd.DataFrame  # a frame from read_records, or rows (tests)
     quarantine: list[dict] = field(default_factory=list)
-    sources: list[dict] | None = None  # the source manifest: key, size, etag
+    sources: list[dict] | pd.DataFrame | None = None  # the source manifest: key, size, etag
     classes: dict | None = None  # classes.json
     summary: dict | None = None  # summary.json
-    idx: dict[str, list[tuple[int, int]]] | None = None  # split → .idx entries
+    # split → .idx entries: (key, offset) tuples, or (keys, offsets) int64 arrays
+    idx: dict[str, list[tuple[int, int]] | tuple] | None = None
     rec_uris: dict[str, str] = field(default_factory=dict)  # split → .rec URI (decode sample)
 
 
@@ -50,9 +56,9 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         return storage.read_json(storage.join(prefix, name)) if name in present else None
 
     if isinstance(source_manifest, str):
-        sources = storage.read_jsonl(source_manifest)
+        sources = read_records(source_manifest, SOURCE_COLUMNS)
     elif source_manifest is None and names.SOURCE_MANIFEST in present:
-        sources = storage.read_jsonl(storage.join(prefix, names.SOURCE_MANIFEST))
+        sources = read_records(storage.join(prefix, names.SOURCE_MANIFEST), SOURCE_COLUMNS)
     else:
         sources = source_manifest
     # <split>.idx/.rec; segmentation's <split>_mask.* are masks, not splits
@@ -63,9 +69,9 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         for split in sorted(splits):
             local = Path(tmp) / names.idx(split)
             storage.download(storage.join(prefix, names.idx(split)), local)
-            idx[split] = recordio.read_idx(local)
+            idx[split] = _idx_arrays(local)
     return GateInputs(
-        records=storage.read_jsonl(storage.join(prefix, names.RECORDS)),
+        records=read_records(storage.join(prefix, names.RECORDS)),
         quarantine=(storage.read_jsonl(storage.join(prefix, names.QUARANTINE))
                     if names.QUARANTINE in present else []),
         sources=sources, classes=opt_json(names.CLASSES), summary=opt_json(names.SUMMARY),
@@ -73,6 +79,137 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         rec_uris={s: storage.join(prefix, names.rec(s)) for s in splits
                   if names.rec(s) in present},
     )
+
+
+RECORD_CHUNK = 20_000  # rows parsed as dicts at a time; only their columns are kept
+SHARED_STRINGS = ("split", "class_name", "decode_status")  # few values: one object each
+DROPPED = ("name",)  # pack writes it for the .lst; no check reads it
+SOURCE_COLUMNS = ("key", "etag")
+
+
+def _idx_arrays(path: Path):
+    """A ``.idx`` as (keys, offsets) int64 arrays; a malformed file raises
+    ``recordio.read_idx``'s error, which names the line."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path, sep="\t", header=None, names=["key", "offset"],
+                         dtype=np.int64, skip_blank_lines=True)
+    except (ValueError, pd.errors.ParserError):
+        recordio.read_idx(path)  # raises with the line
+        raise
+    except pd.errors.EmptyDataError:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return df["key"].to_numpy(), df["offset"].to_numpy()
+
+
+def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """A JSON-lines manifest as one compact frame, streamed: ``RECORD_CHUNK`` rows are dicts
+    at a time. ``columns`` keeps only those; the dHash (``phash``) becomes ``phash_u64``
+    (uint64) and ``phash_ok``; ``SHARED_STRINGS`` hold one string object per distinct value.
+    Chunks are joined column by column, so the peak is the frame plus one column."""
+    import numpy as np
+    import pandas as pd
+
+    shared: dict = {}
+    parts: list[tuple[int, dict]] = []
+    batch: list[dict] = []
+
+    def flush():
+        df = _compact(pd.DataFrame(batch), columns, shared)
+        # copies: a column's array can be a view of its chunk's 2D block, which would keep
+        # the dropped and converted columns' strings alive (1 KB a record at 1.28 M)
+        parts.append((len(df), {c: df[c].array.copy() for c in df.columns}))
+        batch.clear()
+
+    for row in storage.iter_jsonl(uri):
+        batch.append(row)
+        if len(batch) >= RECORD_CHUNK:
+            flush()
+    if batch or not parts:
+        flush()
+    names_ = list(dict.fromkeys(c for _, cols in parts for c in cols))
+    frame = pd.DataFrame(index=pd.RangeIndex(sum(n for n, _ in parts)))
+    for col in names_:
+        numeric = all(cols[col].dtype.kind in "iufb" for _, cols in parts if col in cols)
+        filler = np.nan if numeric else None  # a chunk without the column: missing values
+        pieces = [pd.Series(cols.pop(col), copy=False) if col in cols else
+                  pd.Series(np.full(n, filler, object if filler is None else float))
+                  for n, cols in parts]
+        frame[col] = pd.concat(pieces, ignore_index=True).array if len(pieces) > 1 \
+            else pieces[0].array
+        del pieces
+    if "phash_ok" in frame:
+        frame["phash_ok"] = frame["phash_ok"].fillna(False).astype(bool)
+        frame["phash_u64"] = frame["phash_u64"].fillna(0).astype("uint64")
+    return frame
+
+
+def _compact(df: pd.DataFrame, columns, shared: dict) -> pd.DataFrame:
+    import numpy as np
+
+    if columns is not None:
+        df = df.reindex(columns=[c for c in columns if c in df.columns] or list(columns))
+    df = df.drop(columns=[c for c in DROPPED if c in df.columns])
+    for col in SHARED_STRINGS:
+        if col in df.columns and df[col].dtype == object:
+            codes, uniques = df[col].factorize()
+            values = np.array([shared.setdefault((col, u), u) for u in uniques] + [None],
+                              dtype=object)
+            df[col] = values[codes]
+    if "phash" in df.columns:
+        df["phash_u64"], df["phash_ok"] = phash_columns(df.pop("phash"))
+    compact_identities(df)
+    return df
+
+
+def compact_identities(df: pd.DataFrame) -> None:
+    """In place: the SHA-256 hex column becomes ``sha_hi``/``sha_lo`` (its first 128 bits as
+    two nullable uint64) and ETag columns become a 64-bit hash (nullable uint64); they are
+    only compared for equality, and as Python strings they were half the frame's memory."""
+    import numpy as np
+    import pandas as pd
+
+    if "source_sha256" in df.columns:
+        hexes = df.pop("source_sha256").to_numpy(object)
+        hi = np.zeros(len(hexes), np.uint64)
+        lo = np.zeros(len(hexes), np.uint64)
+        ok = np.zeros(len(hexes), bool)
+        for i, h in enumerate(hexes):
+            if isinstance(h, str) and len(h) >= 32:
+                try:
+                    hi[i], lo[i], ok[i] = int(h[:16], 16), int(h[16:32], 16), True
+                except ValueError:
+                    pass
+        df["sha_hi"] = pd.arrays.IntegerArray(hi, ~ok)
+        df["sha_lo"] = pd.arrays.IntegerArray(lo, ~ok)
+    for col in ("source_etag", "etag"):
+        if col in df.columns and df[col].dtype == object:
+            values = df[col].to_numpy(object)
+            missing = pd.isna(values)
+            hashed = pd.util.hash_array(np.where(missing, "", values).astype(str).astype(object))
+            df[col] = pd.arrays.IntegerArray(hashed.astype(np.uint64), missing)
+
+
+def phash_columns(hexes: pd.Series):
+    """Hex dHashes → (uint64 values, valid): a value that is no 16-digit hex string is 0
+    and not valid."""
+    import numpy as np
+
+    from recforge import phash
+
+    ok = hexes.map(lambda h: isinstance(h, str) and len(h) == phash.HEX_DIGITS).to_numpy(bool)
+    values = np.zeros(len(hexes), dtype=np.uint64)
+    try:
+        values[ok] = phash.to_uint64(hexes[ok])
+    except ValueError:  # not hex: check each
+        for i in np.flatnonzero(ok):
+            try:
+                values[i] = int(hexes.iat[i], 16)
+            except ValueError:
+                ok[i] = False
+    return values, ok
 
 
 VERIFY_COLUMNS = ("rec_status", "rec_id_ok", "rec_label_ok", "rec_shape_ok")
@@ -101,7 +238,7 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
     if sample == 0 or records.empty:
         return records
     jobs = []
-    for split, rows in records.groupby("split", sort=False):
+    for split, rows in records.groupby("split", sort=False, observed=True):
         uri = rec_uris.get(split)
         if uri is None:
             continue

@@ -38,6 +38,11 @@ class BenchOptions(StrictModel):
         120.0, gt=0, description="stop a run's warm window early after this long"
     )
     decode_records: int = Field(500, ge=1, description="records for the bare-decode rate")
+    max_bytes: int = Field(
+        1 << 30, ge=1 << 16,
+        description="bytes of the split read for the benchmark: a contiguous window of its "
+        "first records (at least one batch), fetched with ranged GETs; never the whole split "
+        "when it is larger")
     max_check_batches: int = Field(
         200, ge=1, description="value-range pass: one epoch, at most this many batches"
     )
