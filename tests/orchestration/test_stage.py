@@ -16,6 +16,7 @@ from recforge.errors import RecforgeFailure
 from recforge.orchestration import stage as orchestration_stage
 from recforge.orchestration import xcom
 from recforge.quality import QualityGateFailed
+from recforge.quality.gate import GateError
 from recforge.segmentation.colormaps import ColorMapError
 from recforge.segmentation.masks import UnknownMaskValues, UnknownValue
 from recforge.spec import parse_spec
@@ -37,6 +38,7 @@ FAILURES = [
     LoaderBenchError("max_crop_size 300 is larger than the smallest image"),
     BenchFloorsFailed(["images_per_sec 10 < 100"]),
     QualityGateFailed(GATE_RESULT),
+    GateError("records.jsonl line 3: not JSON"),
     ColorMapError("colour (1, 2, 3) is shared by 'a' and 'b'"),
     UnknownMaskValues("gt/a.png", "cityscapes", [UnknownValue("colour (1, 2, 3)", 4, 0, 0)], 4),
 ]
