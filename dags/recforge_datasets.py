@@ -12,7 +12,8 @@ an RGB→ID mask conversion stage mapped over the shards before pack. Any failur
 Every task body is one call into the `recforge` package; tasks exchange only URIs and
 counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
 parameters from the UI form to override the source, the publish target or pack options,
-or to build without publishing (dry run).
+to build without publishing (dry run), or to publish even when nothing changed (force
+rebuild): a night whose content equals the latest version's packs and publishes nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def _params(spec: DatasetSpec) -> dict[str, Param]:
                             description=f"default {spec.pack.shard_size}", section="Packing"),
         "dry_run": Param(False, type="boolean", title="Dry run",
                          description="build and validate, but do not publish", section="Run"),
+        "force_rebuild": Param(False, type="boolean", title="Force rebuild",
+                               description="build and publish a new version even when nothing "
+                               "changed since the latest one", section="Run"),
     }
 
 
@@ -101,7 +105,8 @@ def build_dag(spec: DatasetSpec):
 
         @task(execution_timeout=timedelta(minutes=30))
         def split(_: dict, **context) -> list[str]:
-            """Returns the shard ids to pack (the per-split counts are in the log)."""
+            """Returns the shard ids to pack (the per-split counts are in the log); none when
+            nothing changed since the latest version, which skips everything after it."""
             return stage(context, "split")["shards"]
 
         @task(**per_shard)

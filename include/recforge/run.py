@@ -6,10 +6,13 @@ it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
 
     ingest/source_manifest.jsonl  ingest/accepted.jsonl  <stage>/quarantine.jsonl
     flatten/items.jsonl  labels/classes.json  split/shards.json
+    split/content.json  split/changes.json  (content id, changes since the latest version)
     shards/<shard>/plan.jsonl  shards/<shard>/part.*  (pack's output)
     masks/<shard>/*.png  masks/<shard>/{converted.jsonl, quarantine.jsonl, report.json}
     out/   the merged dataset, exactly as it will be published
     publish/version.json  the version name this run chose (retries reuse it)
+
+The packed-shard cache is not per run: ``<staging>/cache/<dataset>/`` (:func:`cache_uri`).
 """
 
 from __future__ import annotations
@@ -32,8 +35,15 @@ def new_run_id() -> str:
     return "cli_" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def new_version(now: datetime | None = None) -> str:
-    return (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
+def new_version(now: datetime | None = None, content_id: str | None = None) -> str:
+    """``vYYYYMMDDTHHMMSSZ``, with ``-<first 12 hex of the content id>`` when known."""
+    stamp = (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{content_id[:12]}" if content_id else stamp
+
+
+def cache_uri(spec: DatasetSpec, *parts: str) -> str:
+    """The dataset's content-addressed cache of packed chunks and shards (shared by runs)."""
+    return storage.join(spec.staging, "cache", spec.name, *parts)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Run:
     spec: DatasetSpec
     run_id: str
     max_shards: int | None = None  # how many pack tasks the orchestrator can map (None: any)
+    force_rebuild: bool = False  # build and publish even when nothing changed
 
     @property
     def staging(self) -> str:
@@ -72,6 +83,19 @@ class Run:
     @property
     def shard_list(self) -> str:
         return self.uri("split", "shards.json")
+
+    @property
+    def content(self) -> str:
+        """The run's content id and whether it equals the latest version's (``split``)."""
+        return self.uri("split", "content.json")
+
+    @property
+    def changes(self) -> str:
+        """Objects and classes added/changed/removed since the latest version (``split``)."""
+        return self.uri("split", "changes.json")
+
+    def cache(self, *parts: str) -> str:
+        return cache_uri(self.spec, *parts)
 
     def shard_plan(self, shard_id: str) -> str:
         return self.uri("shards", shard_id, "plan.jsonl")
@@ -111,7 +135,8 @@ class Run:
         chosen = self.uri("publish", "version.json")
         if storage.exists(chosen):
             return storage.read_json(chosen)["version"]
-        version = new_version()
+        content = storage.read_json(self.content) if storage.exists(self.content) else {}
+        version = new_version(content_id=content.get("content_id"))
         storage.write_json(chosen, {"version": version})
         return version
 

@@ -25,6 +25,7 @@ QUALITY_RESULT = "quality.json"
 REPORT = "report.html"  # the dataset report people look at
 MANIFEST = "manifest.json"  # written last: a version exists once this does
 LATEST = "latest.json"  # next to the versions: points at the newest complete one
+CACHE_KEYS = "cache_keys.json"  # the shard-cache entries a version was built from (prune)
 
 
 def rec(name: str, mask: bool = False) -> str:

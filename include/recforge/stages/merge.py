@@ -80,6 +80,11 @@ def _download_shard(run: Run, shard_id: str, dest: Path) -> None:
             storage.download(storage.join(prefix, obj.key), dest / obj.key)
 
 
+def run_changes(run: Run) -> dict:
+    """``{"changes": …}`` for summary.json: what changed since the latest version (split)."""
+    return {"changes": storage.read_json(run.changes)} if storage.exists(run.changes) else {}
+
+
 def merge(run: Run) -> dict:
     shard_ids = storage.read_json(run.shard_list)["shards"]
     all_records: list[dict] = []
@@ -121,7 +126,8 @@ def merge(run: Run) -> dict:
     storage.put_bytes(run.output(names.QUARANTINE), quarantine.dumps(
         sorted(entries, key=lambda e: e.source_key)))
     summary = {**counts, "splits": per_split,
-               "quarantined_by_reason": dict(Counter(e.reason for e in entries))}
+               "quarantined_by_reason": dict(Counter(e.reason for e in entries)),
+               **run_changes(run)}
     storage.write_json(run.output(names.SUMMARY), summary)
     log.info("merge: listed %d = packed %d + quarantined %d; splits %s", counts["listed"],
              counts["packed"], counts["quarantined"], per_split)

@@ -21,6 +21,14 @@ from recforge.run import Run
 log = logging.getLogger(__name__)
 
 
+def content_fields(run: Run) -> dict:
+    """``content_id`` (what the next run compares with to skip a no-change night)."""
+    if not storage.exists(run.content):
+        return {}
+    content = storage.read_json(run.content)
+    return {"content_id": content["content_id"], "options_hash": content["options_hash"]}
+
+
 def publish(run: Run, version: str | None = None, metadata: dict | None = None) -> dict:
     """Copy the run's ``out/`` to a new version (server-side), write its manifest, then move
     ``latest.json``. ``version`` pins the version name (default: the run's choice)."""
@@ -55,7 +63,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None) 
             "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
             "files": files, "summary": summary, "spec": spec.model_dump(mode="json"),
             "previous_uri": previous["uri"] if previous and previous["uri"] != target else None,
-            **metadata,
+            **content_fields(run), **metadata,
         })
     storage.write_json(releases.latest_uri(spec), {
         "version": version, "uri": target, "run_id": run.run_id,
