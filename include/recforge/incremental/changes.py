@@ -67,3 +67,8 @@ def headline(doc: dict | None) -> str | None:
     if doc.get("previous_version") and (added or removed):
         line += f"; classes added {added}, removed {removed}"
     return line
+
+
+def run_headline(changes_uri: str) -> str | None:
+    """The headline of a run's ``split/changes.json`` (``Run.changes``), if it has one."""
+    return headline(storage.read_json(changes_uri)) if storage.exists(changes_uri) else None
