@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from recforge import storage
-from tests.common.sources import SMALL_BENCH, make_source
+from tests.common.sources import make_source, make_spec
 from tests.e2e.test_dag import _asset_events, _env
 
 pytestmark = pytest.mark.e2e
@@ -28,13 +28,8 @@ def test_a_night_without_changes_publishes_nothing(bucket, tmp_path):
     make_source(bucket, classes=("dog", "eel"), per_class=8)
     specs = tmp_path / "specs"
     specs.mkdir()
-    (specs / "pets.yaml").write_text(yaml.safe_dump({
-        "name": "pets", "schedule": None,
-        "source": {"uri": f"s3://{bucket}/raw"},
-        "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1},
-        "pack": {"resize": 40, "shard_size": 10}, "bench": SMALL_BENCH,
-    }))
+    spec = make_spec(bucket, schedule=None).model_dump(mode="json")
+    (specs / "pets.yaml").write_text(yaml.safe_dump(spec))
     home = tmp_path / "airflow"
     env = _env(home, specs)
     ok, out = _run(env)
