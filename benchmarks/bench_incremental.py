@@ -122,6 +122,9 @@ def main() -> int:
                 f"  target <= {target:.0%}: {'met' if wall / full <= target else 'MISSED'}")
             print(f"{name:<12} {wall:7.1f} s  {wall / full:6.1%} of full  "
                   f"{packed_chunks(result)}{verdict}", flush=True)
+            print("             stages: " + ", ".join(
+                f"{stage} {s:.1f} s" for stage, s in result.get("seconds", {}).items()),
+                flush=True)
     return 0
 
 

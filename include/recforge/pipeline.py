@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 from recforge import stages
@@ -42,8 +43,10 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
     plan = stages.stages_for(spec.task)
+    timings = result["seconds"] = {}  # wall time per stage (per-shard stages: together)
     i = 0
     while i < len(plan):
+        started = time.perf_counter()
         if plan[i].per_shard:  # a run of consecutive per-shard stages, shard by shard
             task_ids = []
             while i < len(plan) and plan[i].per_shard:
@@ -59,6 +62,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
                     done = list(pool.map(_shard_stages, jobs))
             for t in task_ids:
                 result[t] = [d[t] for d in done]
+            timings["+".join(task_ids)] = round(time.perf_counter() - started, 2)
             continue
         task_id = plan[i].task_id
         i += 1
@@ -67,6 +71,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             result["publish"] = None
             continue
         result[task_id] = stages.entry(task_id)(run)
+        timings[task_id] = round(time.perf_counter() - started, 2)
         if task_id == "split" and result["split"].get("no_change"):
             log.info("no changes since the latest version: nothing to pack or publish")
             result.update(no_change=True, publish=None)
