@@ -12,7 +12,8 @@ an RGB→ID mask conversion stage mapped over the shards before pack. Any failur
 Every task body is one call into the `recforge` package; tasks exchange only URIs and
 counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
 parameters from the UI form to override the source, the publish target or pack options,
-or to build without publishing (dry run).
+to build without publishing (dry run), or to publish even when nothing changed (force
+rebuild): a night whose content equals the latest version's packs and publishes nothing.
 """
 
 from __future__ import annotations
@@ -59,14 +60,19 @@ def _params(spec: DatasetSpec) -> dict[str, Param]:
             f"sharper). Empty: {spec.pack.quality}"),
         "shard_size": optional(
             "integer", "Images per pack task", "Packing", minimum=1, maximum=1_000_000,
-            description=f"At least this many images per pack task, 1 to 1,000,000 (raised "
-            f"if needed to stay within Airflow's max_map_length). Empty: "
-            f"{spec.pack.shard_size}"),
+            description=f"About this many images per pack task on average, 1 to 1,000,000 "
+            f"(shard boundaries follow the content; raised if needed to stay within Airflow's "
+            f"max_map_length). Empty: {spec.pack.shard_size}"),
         "dry_run": Param(
             False, type="boolean", title="Dry run", section="Run",
             description="On: build, validate, benchmark and check the dataset, but publish "
             "nothing (no version, no latest.json, no Asset event); the result stays in the "
             "run's staging prefix. Off (default): publish when every check passes."),
+        "force_rebuild": Param(
+            False, type="boolean", title="Force rebuild", section="Run",
+            description="On: build and publish a new version even when nothing changed since "
+            "the latest one. Off (default): a night with the same sources and options ends "
+            "green with 'no changes' and publishes nothing."),
     }
 
 
@@ -118,7 +124,8 @@ def build_dag(spec: DatasetSpec):
 
         @task(execution_timeout=timedelta(minutes=30))
         def split(_: dict, **context) -> list[str]:
-            """Returns the shard ids to pack (the per-split counts are in the log)."""
+            """Returns the shard ids to pack (the per-split counts are in the log); none when
+            nothing changed since the latest version, which skips everything after it."""
             return stage(context, "split")["shards"]
 
         @task(**per_shard)

@@ -25,7 +25,7 @@ FLOORS = [
     {"storage", "quarantine", "progress", "phash", "imaging", "format"},
     {"segmentation", "im2rec"},
     {"quality", "bench", "report"},
-    {"run", "releases", "alerts"},
+    {"run", "releases", "alerts", "incremental"},
     {"stages"},
     {"pipeline"},
     {"orchestration"},

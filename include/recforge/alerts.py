@@ -58,6 +58,7 @@ class Alert:
     log_url: str | None = None
     report_url: str | None = None  # the dataset report (report.html)
     error: str | None = None
+    changes: str | None = None  # what changed since the latest version (incremental builds)
 
     @property
     def headline(self) -> str:
@@ -91,6 +92,8 @@ class Alert:
 
     def text(self) -> str:
         lines = [f"Dataset: {self.dataset}", f"Run: {self.run}", f"Status: {self.headline}"]
+        if self.changes:
+            lines.append(f"Changes {self.changes}")
         if self._consequence():
             lines.append(self._consequence())
         if self.error and self.status == "error":
@@ -143,6 +146,8 @@ class Alert:
     def webhook_payload(self) -> dict:
         """Slack incoming-webhook JSON: ``text`` (the fallback every client shows) + blocks."""
         lines = [f"*{self.dataset}* `{self.run}`: {self.headline}"]
+        if self.changes:
+            lines.append(f"Changes {self.changes}")
         if self._consequence():
             lines.append(self._consequence())
         if self.error and self.status == "error":
@@ -185,6 +190,7 @@ def build_alert(result: dict | None, *, dataset: str | None = None, run: str | N
         status=status, checks=checks[:MAX_CHECKS_IN_ALERT],
         docs_url=docs_url or result.get("data_docs"), report_url=_link(result.get("report")),
         log_url=log_url, error=None if error is None else str(error)[:4000],
+        changes=result.get("changes"),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from recforge import stages
@@ -36,15 +37,19 @@ def _shard_stages(args: tuple[DatasetSpec, str, tuple[str, ...], str]) -> dict:
 
 
 def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = None,
-          dry_run: bool = False) -> dict:
+          dry_run: bool = False, force_rebuild: bool = False) -> dict:
     """Run every stage of the spec's task kind; returns each stage's result by task id
-    (per-shard stages: a list, one per shard). ``dry_run`` stops before ``publish``."""
-    run = Run(spec, run_id or new_run_id())
+    (per-shard stages: a list, one per shard). ``dry_run`` stops before ``publish``. When
+    ``split`` finds the content unchanged since the latest version (and not
+    ``force_rebuild``), the run stops there: ``no_change`` is true, nothing is published."""
+    run = Run(spec, run_id or new_run_id(), force_rebuild=force_rebuild)
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
     plan = stages.stages_for(spec.task)
+    timings = result["seconds"] = {}  # wall time per stage (per-shard stages: together)
     i = 0
     while i < len(plan):
+        started = time.perf_counter()
         if plan[i].per_shard:  # a run of consecutive per-shard stages, shard by shard
             task_ids = []
             while i < len(plan) and plan[i].per_shard:
@@ -68,6 +73,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             shards_done.close()
             for t in task_ids:
                 result[t] = [d[t] for d in done]
+            timings["+".join(task_ids)] = round(time.perf_counter() - started, 2)
             continue
         task_id = plan[i].task_id
         i += 1
@@ -76,4 +82,10 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             result["publish"] = None
             continue
         result[task_id] = stages.entry(task_id)(run)
+        timings[task_id] = round(time.perf_counter() - started, 2)
+        if task_id == "split" and result["split"].get("no_change"):
+            log.info("no changes since the latest version: nothing to pack or publish")
+            result.update(no_change=True, publish=None)
+            return result
+    result["no_change"] = False
     return result

@@ -6,6 +6,7 @@ it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
 
     ingest/source_manifest.jsonl  ingest/accepted.jsonl  <stage>/quarantine.jsonl
     flatten/items.jsonl  labels/classes.json  split/shards.json
+    split/content.json  split/changes.json  (content id, changes since the latest version)
     shards/<shard>/plan.jsonl  shards/<shard>/part.*  (pack's output)
     masks/<shard>/*.png  masks/<shard>/{converted.jsonl, quarantine.jsonl, report.json}
     out/   the merged dataset, as it will be published; out/checksums.json (merge's files)
@@ -13,7 +14,8 @@ it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
     publish/version.json  the version name this run chose (retries reuse it)
 
 Publish copies exactly the files the ``checksums.json`` records name, so an object left in
-``out/`` by a killed earlier attempt is never published.
+``out/`` by a killed earlier attempt is never published. The packed-shard cache is not per
+run: ``<staging>/cache/<dataset>/`` (:func:`cache_uri`).
 """
 
 from __future__ import annotations
@@ -39,11 +41,19 @@ def new_run_id() -> str:
     return "cli_" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def new_version(now: datetime | None = None, run_id: str = "") -> str:
-    """``v<UTC time>-<6 hex of the run id>``: sorts by time, and two runs choosing in the
-    same second still differ (should they not, the publish's conditional writes decide)."""
+def new_version(now: datetime | None = None, run_id: str = "",
+                content_id: str | None = None) -> str:
+    """``v<UTC time>[-<first 12 hex of the content id>]-<6 hex of the run id>``: sorts by
+    time, names what it holds, and two runs choosing in the same second still differ (should
+    they not, the publish's conditional writes decide)."""
     stamp = (now or datetime.now(UTC)).strftime("v%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{hashlib.sha256(run_id.encode()).hexdigest()[:6]}"
+    content = f"-{content_id[:12]}" if content_id else ""
+    return f"{stamp}{content}-{hashlib.sha256(run_id.encode()).hexdigest()[:6]}"
+
+
+def cache_uri(spec: DatasetSpec, *parts: str) -> str:
+    """The dataset's content-addressed cache of packed chunks and shards (shared by runs)."""
+    return storage.join(spec.staging, "cache", spec.name, *parts)
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,7 @@ class Run:
     spec: DatasetSpec
     run_id: str
     max_shards: int | None = None  # how many pack tasks the orchestrator can map (None: any)
+    force_rebuild: bool = False  # build and publish even when nothing changed
 
     @property
     def staging(self) -> str:
@@ -82,6 +93,19 @@ class Run:
     @property
     def shard_list(self) -> str:
         return self.uri("split", "shards.json")
+
+    @property
+    def content(self) -> str:
+        """The run's content id and whether it equals the latest version's (``split``)."""
+        return self.uri("split", "content.json")
+
+    @property
+    def changes(self) -> str:
+        """Objects and classes added/changed/removed since the latest version (``split``)."""
+        return self.uri("split", "changes.json")
+
+    def cache(self, *parts: str) -> str:
+        return cache_uri(self.spec, *parts)
 
     def shard_plan(self, shard_id: str) -> str:
         return self.uri("shards", shard_id, "plan.jsonl")
@@ -139,7 +163,8 @@ class Run:
         chosen = self.uri("publish", "version.json")
         if storage.exists(chosen):
             return storage.read_json(chosen)["version"]
-        version = new_version(run_id=self.run_id)
+        content = storage.read_json(self.content) if storage.exists(self.content) else {}
+        version = new_version(run_id=self.run_id, content_id=content.get("content_id"))
         storage.write_json(chosen, {"version": version})
         return version
 

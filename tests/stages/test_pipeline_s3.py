@@ -73,7 +73,8 @@ def test_publish_is_idempotent_per_run_and_refuses_overwrite(bucket):
 
     again = publish.publish(Run(spec, "same"))
     assert again == out
-    pipeline.build(spec, run_id="other", workers=1, dry_run=True)
+    # the same content again: without force_rebuild the run would stop at "no changes"
+    pipeline.build(spec, run_id="other", workers=1, dry_run=True, force_rebuild=True)
     with pytest.raises(VersionExistsError, match="never overwritten"):
         publish.publish(Run(spec, "other"), version=out["version"])
 

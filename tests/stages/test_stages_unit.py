@@ -82,14 +82,19 @@ def test_split_is_deterministic_and_stable_under_growth():
     assert other_seed != first
 
 
-def test_plan_assigns_contiguous_keys_and_shards():
+def test_plan_keys_are_source_key_hashes_in_key_ordered_shards():
     items = [{"source_key": f"c{i % 3}/{i}.jpg", "class_name": f"c{i % 3}", "etag": "e",
               "size": 1, "name": f"c{i % 3}/{i}.jpg"} for i in range(25)]
     shards = split.plan(items, {"c0": 0, "c1": 1, "c2": 2}, 0.0, 0.0, 0, shard_size=10)
-    assert list(shards) == ["train-00000", "train-00001", "train-00002"]
-    assert [len(r) for r in shards.values()] == [10, 10, 5]
+    assert list(shards) == [f"train-{n:05d}" for n in range(len(shards))]
+    assert sum(len(r) for r in shards.values()) == 25
     keys = [r["record_key"] for rows in shards.values() for r in rows]
-    assert keys == list(range(25))
+    assert keys == sorted(keys) and len(set(keys)) == 25  # shards hold contiguous key ranges
+    assert all(0 <= k < 2**63 for k in keys)
+    again = split.plan(items[:20], {"c0": 0, "c1": 1, "c2": 2}, 0.0, 0.0, 0, shard_size=10)
+    key_of = {r["source_key"]: r["record_key"] for rows in again.values() for r in rows}
+    assert all(key_of[r["source_key"]] == r["record_key"]  # no key shifts when items go
+               for rows in shards.values() for r in rows if r["source_key"] in key_of)
     assert all(r["label"] == int(r["class_name"][1]) for rows in shards.values() for r in rows)
 
 

@@ -14,6 +14,7 @@ import sys
 
 COMMAND_MODULES = [
     "recforge.cli.build",
+    "recforge.cli.cache",
     "recforge.cli.check",
     "recforge.cli.verify",
     "recforge.cli.report",

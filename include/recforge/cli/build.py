@@ -15,6 +15,10 @@ def _build(args: argparse.Namespace) -> int:
     overrides = {"source.uri": args.source, "publish.uri": args.publish}
     if any(v is not None for v in overrides.values()):
         spec = spec.with_overrides(overrides)
+    def run_build():
+        return pipeline.build(spec, run_id=args.run_id, workers=args.workers,
+                              dry_run=args.dry_run, force_rebuild=args.force_rebuild)
+
     if args.progress == "bars" or (args.progress == "auto" and sys.stderr.isatty()):
         from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -23,16 +27,26 @@ def _build(args: argparse.Namespace) -> int:
         progress.use_bars()  # a bar per stage; log lines print above the bars
         try:
             with logging_redirect_tqdm():
-                result = pipeline.build(spec, run_id=args.run_id, workers=args.workers,
-                                        dry_run=args.dry_run)
+                result = run_build()
         finally:
             progress.use_bars(False)
     else:
-        result = pipeline.build(spec, run_id=args.run_id, workers=args.workers,
-                                dry_run=args.dry_run)
+        result = run_build()
+    if result["no_change"]:
+        split = result["split"]
+        print(f"dataset {spec.name}: no changes since the latest version (content id "
+              f"{split['content_id'][:12]}); nothing built or published "
+              "(--force-rebuild builds anyway)")
+        if args.json:
+            print(json.dumps(result, indent=2, default=str))
+        return 0
     summary = result["merge"]
     print(f"dataset {spec.name}: listed {summary['listed']} = packed {summary['packed']} + "
           f"quarantined {summary['quarantined']}")
+    if summary.get("changes"):
+        from recforge.incremental import changes
+
+        print(f"  changes {changes.headline(summary['changes'])}")
     for split, n in summary["splits"].items():
         print(f"  {split:<5} {n:>7} records")
     for reason, n in sorted(summary["quarantined_by_reason"].items()):
@@ -75,6 +89,8 @@ def register(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="build and validate, do not publish")
     p.add_argument("--progress", choices=("auto", "bars", "lines"), default="auto",
                    help="progress bars (default on a terminal) or a log line every ~10 s")
+    p.add_argument("--force-rebuild", action="store_true",
+                   help="build and publish even when nothing changed since the latest version")
     p.add_argument("--json", action="store_true", help="also print the full result as JSON")
     p.set_defaults(func=_build)
 

@@ -30,6 +30,7 @@ CHECKSUMS = "checksums.json"  # {"files": {name: {size, sha256} | {size, parts}}
 #                               stage wrote (merge's is out/checksums.json), publish checks it
 CLAIM = "_claim.json"  # a version's owner (run id) while it is being published
 LATEST = "latest.json"  # next to the versions: points at the newest complete one
+CACHE_KEYS = "cache_keys.json"  # the shard-cache entries a version was built from (prune)
 
 
 def rec(name: str, mask: bool = False) -> str:

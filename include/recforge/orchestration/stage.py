@@ -57,7 +57,8 @@ def run_for(name: str, params: dict | None, run_id: str) -> Run:
     overrides = overrides_from_params(params)
     if overrides:
         spec = spec.with_overrides(overrides)
-    return Run(spec, run_id, max_shards=max_map_length())
+    return Run(spec, run_id, max_shards=max_map_length(),
+               force_rebuild=bool((params or {}).get("force_rebuild")))
 
 
 # libraries whose INFO lines drown a task log (botocore's endpoint line per client, GX's

@@ -185,6 +185,11 @@ def _put(run: Run, name: str, data: bytes, checksums: dict) -> None:
     checksums[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def run_changes(run: Run) -> dict:
+    """``{"changes": …}`` for summary.json: what changed since the latest version (split)."""
+    return {"changes": storage.read_json(run.changes)} if storage.exists(run.changes) else {}
+
+
 def merge(run: Run) -> dict:
     """Compose the splits; ``out/checksums.json`` (written last) records every file."""
     storage.delete(run.checksums("merge"))  # a killed attempt leaves none for publish to trust
@@ -228,8 +233,13 @@ def merge(run: Run) -> dict:
     _put(run, names.QUARANTINE, quarantine.dumps(sorted(entries, key=lambda e: e.source_key)),
          checksums)
     summary = {**counts, "splits": per_split,
-               "quarantined_by_reason": dict(Counter(e.reason for e in entries))}
+               "quarantined_by_reason": dict(Counter(e.reason for e in entries)),
+               **run_changes(run)}
     _put(run, names.SUMMARY, storage.json_bytes(summary), checksums)
+    cache_keys = run.output(names.CACHE_KEYS)  # split's record of the shard cache, if any
+    if storage.exists(cache_keys):
+        size, digest = storage.sha256_range(cache_keys)
+        checksums[names.CACHE_KEYS] = {"size": size, "sha256": digest}
     storage.write_json(run.checksums("merge"), {"files": checksums})
     moved = storage.transferred().minus(before)
     log.info("merge: listed %d = packed %d + quarantined %d; splits %s", counts["listed"],

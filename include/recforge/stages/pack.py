@@ -25,12 +25,16 @@ from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
 from recforge.imaging import ImageRejected, PackOptions, process
+from recforge.incremental import cache
 from recforge.progress import Progress
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
 from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
 
 log = logging.getLogger(__name__)
+# what the shard cache keeps of a classification shard: its outputs, shard.json last (merge
+# takes sizes and checksums from it, and its presence means the shard is whole)
+CACHED_FILES = (*names.shard_files(), names.SHARD_META)
 
 
 def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
@@ -115,8 +119,29 @@ def pack(run: Run, shard_id: str) -> dict:
             shard_quarantine.write_bytes(refused + shard_quarantine.read_bytes())
         else:
             rows = storage.read_jsonl(run.shard_plan(shard_id))
-            counts = pack_items(rows, spec.source.uri, PackOptions.from_spec(spec.pack), work)
+            counts = pack_cached(run, shard_id, rows, work)
+            if counts.get("reused"):
+                return {"shard": shard_id, **counts}
         upload_shard(run, shard_id, work, segmentation)
+        if not segmentation:
+            cache.store_shard(run, shard_id, rows, CACHED_FILES, counts)
     log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
              counts["quarantined"], len(rows))
     return {"shard": shard_id, **counts}
+
+
+def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path) -> dict:
+    """Classification through the shard cache (``recforge.incremental.cache``): an unchanged
+    shard is copied server-side (``reused``), a changed one is built from its cached chunks
+    and packs only the chunks that changed."""
+    reused = cache.reuse_shard(run, shard_id, rows, CACHED_FILES)
+    if reused is not None:
+        log.info("shard %s: unchanged, reused from the cache (%d records)", shard_id,
+                 reused["packed"])
+        return {**reused, "reused": True}
+    opts = PackOptions.from_spec(run.spec.pack)
+    counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
+        chunk, run.spec.source.uri, opts, d))
+    log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,
+             counts["chunks_packed"], counts["chunks"])
+    return counts

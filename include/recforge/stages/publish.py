@@ -49,6 +49,14 @@ CAS_ATTEMPTS = 20
 COPY_THREADS = 8
 
 
+def content_fields(run: Run) -> dict:
+    """``content_id`` (what the next run compares with to skip a no-change night)."""
+    if not storage.exists(run.content):
+        return {}
+    content = storage.read_json(run.content)
+    return {"content_id": content["content_id"], "options_hash": content["options_hash"]}
+
+
 def publish(run: Run, version: str | None = None, metadata: dict | None = None,
             orphan_grace_s: float = ORPHAN_GRACE_S) -> dict:
     """Publish the run's recorded outputs as a new version, verified, then move
@@ -195,7 +203,7 @@ def _write_manifest(run: Run, target: str, version: str, files: list[dict], summ
         "published_at": datetime.now(UTC).isoformat(), "task": spec.task,
         "files": files, "summary": summary, "spec": spec.public_dump(),
         "previous_uri": previous["uri"] if previous and previous["uri"] != target else None,
-        **metadata,
+        **content_fields(run), **metadata,
     }
     try:
         storage.write_json(storage.join(target, names.MANIFEST), manifest, if_none_match=True)

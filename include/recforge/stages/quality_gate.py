@@ -16,6 +16,7 @@ from pathlib import Path
 
 from recforge import releases, storage
 from recforge.format import names
+from recforge.incremental import changes
 from recforge.quality import enforce, format_table, run_and_upload
 from recforge.report import build_report
 from recforge.run import Run
@@ -44,6 +45,7 @@ def _quality_gate(run: Run) -> dict:
              result["data_docs"])
     log.info("checklist:\n%s", format_table(result))
     result.update(write_report(run))
+    result["changes"] = changes.run_headline(run.changes)  # quoted by the alert
     return enforce(result)
 
 

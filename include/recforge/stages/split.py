@@ -3,8 +3,12 @@ plan the pack shards.
 
 Hash-based assignment is stable under growth: an image never moves between train and val
 when new images arrive, so yesterday's validation set never leaks into today's training
-set. Record order inside a split is a seeded hash order (a deterministic shuffle), and
-each item gets its final record key here, so shards can be packed anywhere, in any order.
+set. Each item gets its final record key here — a 63-bit hash of the seed and its source
+key, so keys never shift as images come and go — and the split's record order is key
+order (a deterministic shuffle). Shards are cut by content (``recforge.incremental.plan``)
+so a change re-packs only the shards that hold it, and can be packed anywhere, in any
+order. The run's content id and changes since the latest version are decided here: a run
+whose content equals the latest version's plans no shard at all ("no changes").
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from collections.abc import Iterable
 
 from recforge import storage
 from recforge.errors import PlanTooLarge
+from recforge.format import names
 from recforge.format.names import SPLITS
+from recforge.incremental import cache, changes, fingerprint
+from recforge.incremental import plan as cdc
 from recforge.run import Run
 
 log = logging.getLogger(__name__)
@@ -67,8 +74,9 @@ def shard_size_within(counts: dict[str, int], shard_size: int, max_shards: int |
 
 def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_ratio: float,
          seed: int, shard_size: int, max_shards: int | None = None) -> dict[str, list[dict]]:
-    """shard id → planned records (with split, label, record key), in record-key order; at
-    most ``max_shards`` shards (shards grow past ``shard_size`` when needed).
+    """shard id → planned records (with split, label, record key, chunk), in record-key
+    order; content-defined shards averaging ``shard_size``, at most ``max_shards`` of them
+    (the average grows when needed).
 
     ``items`` may be a stream (``storage.iter_jsonl``): only the planned rows are held, with
     repeated strings (keys, class names, a name equal to its source key) held once."""
@@ -86,29 +94,17 @@ def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_rati
         if row.get("name") == row["source_key"]:
             row["name"] = row["source_key"]
         by_split[split].append(row)
-    shards: dict[str, list[dict]] = {}
-    shard_size = shard_size_within({s: len(r) for s, r in by_split.items()}, shard_size,
-                                   max_shards)
-    for split, rows in by_split.items():
-        rows[:] = _in_record_order(rows, seed)
-        for i, row in enumerate(rows):
-            row["record_key"] = i
-        for n, start in enumerate(range(0, len(rows), shard_size)):
-            shards[shard_id(split, n)] = rows[start:start + shard_size]
-    return shards
+    keys = cdc.assign_keys([r["source_key"] for rows in by_split.values() for r in rows], seed)
+    for rows in by_split.values():
+        for row in rows:
+            row["record_key"] = keys[row["source_key"]]
+    del keys
+    size = shard_size_within({s: len(r) for s, r in by_split.items()}, shard_size, max_shards)
+    chunks = {s: cdc.chunk_split(rows, shard_size) for s, rows in by_split.items() if rows}
+    planned, _ = cdc.fit_shards(chunks, size, cdc.chunk_avg(shard_size), max_shards)
+    return {shard_id(s, n): rows for s, shards in planned.items()
+            for n, rows in enumerate(shards)}
 
-
-def _in_record_order(rows: list[dict], seed: int) -> list[dict]:
-    """``rows`` sorted by (order hash, source key), with an 8-byte key per row (a key tuple
-    per row, the plain ``sort(key=...)``, costs ten times that at 10 M rows)."""
-    import numpy as np
-
-    h = np.fromiter((unit_hash(r["source_key"], seed, "order") for r in rows), float, len(rows))
-    order = np.argsort(h, kind="stable")
-    if len(h) > 1 and (np.diff(h[order]) == 0).any():  # equal hashes: the key decides
-        return sorted(rows, key=lambda r: (unit_hash(r["source_key"], seed, "order"),
-                                           r["source_key"]))
-    return [rows[i] for i in order]
 
 
 def split(run: Run) -> dict:
@@ -119,9 +115,38 @@ def split(run: Run) -> dict:
     ids = storage.read_json(run.classes)["ids"]
     shards = plan(items, ids, spec.splits.val_ratio, spec.splits.test_ratio, spec.splits.seed,
                   spec.pack.shard_size, run.max_shards)
+    counts = {s: sum(len(r) for k, r in shards.items() if k.startswith(s + "-")) for s in SPLITS}
+    content = decide_content(run, shards)
+    if content["no_change"]:
+        shards = {}  # nothing to pack, merge or publish: the run ends here, green
+        log.info("split: no changes since %s (content id %s); nothing to build — trigger "
+                 "with force_rebuild to build anyway", content["previous_version"],
+                 content["content_id"][:12])
+    if shards:  # published with the version: what `recforge cache prune` keeps for it
+        known = cache.known_entries(content["previous_uri"])
+        storage.write_json(run.output(names.CACHE_KEYS), {
+            "entries": cache.mark_known(shards, content["options_hash"], known)})
     for sid, rows in shards.items():
         storage.write_jsonl(run.shard_plan(sid), rows)
-    counts = {s: sum(len(r) for k, r in shards.items() if k.startswith(s + "-")) for s in SPLITS}
     storage.write_json(run.shard_list, {"shards": sorted(shards), "planned": counts})
     log.info("split: %s in %d shards", counts, len(shards))
-    return {"shards": sorted(shards), "planned": counts}
+    return {"shards": sorted(shards), "planned": counts, "no_change": content["no_change"],
+            "content_id": content["content_id"]}
+
+
+def decide_content(run: Run, shards: dict[str, list[dict]]) -> dict:
+    """The run's content id and changes (kept in staging); ``no_change`` when the content id
+    equals the latest published version's and ``force_rebuild`` is off."""
+    classes = storage.read_json(run.classes)["classes"]
+    opts = fingerprint.options_hash(run.spec)
+    rows = [r for rs in shards.values() for r in rs]
+    cid = fingerprint.content_id(rows, classes, opts)
+    found = changes.detect(run.spec, storage.read_jsonl(run.source_manifest), classes)
+    storage.write_json(run.changes, found)
+    same = cid == found["previous_content_id"]
+    content = {"content_id": cid, "options_hash": opts, "no_change": same and not
+               run.force_rebuild, "same_as_previous": same, "force_rebuild": run.force_rebuild,
+               "previous_version": found["previous_version"],
+               "previous_uri": found["previous_uri"]}
+    storage.write_json(run.content, content)
+    return content

@@ -1,0 +1,177 @@
+"""Incremental builds through the real S3 protocol: the published bytes of an incremental
+build equal a full build's, for every kind of change; a night with no change publishes
+nothing; a cache object that does not verify is re-packed; prune keeps what versions use."""
+
+from __future__ import annotations
+
+import logging
+
+import mxnet as mx
+import pytest
+
+from recforge import pipeline, releases, storage
+from recforge.run import cache_uri
+from tests.common.helpers import jpeg
+from tests.common.sources import make_source, make_spec
+
+PUBLISHED = [f"{s}.{ext}" for s in ("train", "val") for ext in ("rec", "idx", "lst")] + [
+    "records.jsonl", "quarantine.jsonl"]
+
+
+def _put(bucket: str, key: str, data: bytes) -> None:
+    storage.s3_client().put_object(Bucket=bucket, Key=f"raw/{key}", Body=data)
+
+
+def _files(uri: str) -> dict[str, bytes]:
+    """The published bytes that must match (classes.json differs only in based_on_version)."""
+    files = {name: storage.get_bytes(f"{uri}/{name}") for name in PUBLISHED}
+    return {**files, "classes": storage.read_json(f"{uri}/classes.json")["ids"]}
+
+
+def _packed(result: dict) -> tuple[int, int]:
+    """(chunks packed, chunks in all) over the run's shards (a reused shard packs none)."""
+    shards = result["pack"]
+    return (sum(s.get("chunks_packed", 0) for s in shards),
+            sum(s.get("chunks", 0) for s in shards))
+
+
+def _full_build(spec, run_id: str) -> dict:
+    """The same build with an empty cache: every image fetched, decoded and packed again."""
+    storage.delete_prefix(cache_uri(spec))
+    result = pipeline.build(spec, run_id=run_id, workers=1, force_rebuild=True)
+    packed, total = _packed(result)
+    assert packed == total > 0
+    return result
+
+
+def test_incremental_output_equals_a_full_build_for_every_change(bucket):
+    make_source(bucket, per_class=16)
+    spec = make_spec(bucket, pack={"resize": 40, "shard_size": 12})
+    first = pipeline.build(spec, run_id="base", workers=1)
+    assert f"-{first['split']['content_id'][:12]}-" in first["publish"]["version"]
+
+    steps = {
+        "additions": lambda: [_put(bucket, f"dog/new/{i}.jpg", jpeg(64, 80 + i, seed=900 + i))
+                              for i in range(3)],
+        "deletions": lambda: [storage.s3_client().delete_object(Bucket=bucket, Key=f"raw/{k}")
+                              for k in ("eel/5.jpg", "cat/a/b/2.jpg")],
+        "changed bytes": lambda: _put(bucket, "dog/3.jpg", jpeg(70, 90, seed=4242)),
+        "a new class": lambda: [_put(bucket, f"ant/{i}.jpg", jpeg(66, 88 + 3 * i, seed=700 + i))
+                                for i in range(4)],
+    }
+    spec_now = spec
+    for n, (name, change) in enumerate(steps.items()):
+        change()
+        inc = pipeline.build(spec_now, run_id=f"inc{n}", workers=1)
+        packed, total = _packed(inc)
+        assert 0 < packed < total, f"{name}: {packed} of {total} chunks re-packed"
+        full = _full_build(spec_now, f"full{n}")
+        assert _files(inc["publish"]["uri"]) == _files(full["publish"]["uri"]), name
+
+    changes = storage.read_json(f"{inc['publish']['uri']}/summary.json")["changes"]
+    assert changes["classes"]["added"] == ["ant"] and changes["objects"]["added"]["count"] == 4
+
+    # a changed pack option invalidates every shard: all re-packed, same bytes as a full build
+    spec_now = spec.with_overrides({"pack.quality": 80})
+    inc = pipeline.build(spec_now, run_id="quality", workers=1)
+    packed, total = _packed(inc)
+    assert packed == total
+    full = _full_build(spec_now, "quality-full")
+    assert _files(inc["publish"]["uri"]) == _files(full["publish"]["uri"])
+
+
+def test_no_change_publishes_nothing_unless_forced(bucket):
+    make_source(bucket, classes=("dog", "eel"), per_class=8)
+    spec = make_spec(bucket)
+    first = pipeline.build(spec, run_id="n1", workers=1)["publish"]
+    latest = storage.read_json(releases.latest_uri(spec))
+    again = pipeline.build(spec, run_id="n2", workers=1)
+    assert again["no_change"] and again["publish"] is None and "pack" not in again
+    assert storage.read_json(releases.latest_uri(spec)) == latest
+    assert not storage.exists(f"{again['staging']}/out/summary.json")
+    forced = pipeline.build(spec, run_id="n3", workers=1, force_rebuild=True)
+    assert forced["publish"]["version"] != first["version"]
+    assert all(s.get("reused") for s in forced["pack"])  # every shard copied from the cache
+    assert _files(forced["publish"]["uri"]) == _files(first["uri"])
+    manifest = storage.read_json(f"{forced['publish']['uri']}/manifest.json")
+    assert manifest["content_id"] == forced["split"]["content_id"] == again["split"]["content_id"]
+
+
+def test_a_cache_object_that_does_not_verify_is_repacked(bucket, caplog):
+    make_source(bucket, classes=("dog", "eel"), per_class=8)
+    spec = make_spec(bucket)
+    first = pipeline.build(spec, run_id="c1", workers=1)["publish"]
+    root = cache_uri(spec)
+    objects = list(storage.list_objects(root))
+    chunk = next(o.key for o in objects if o.key.startswith("chunks/"))
+    blob = storage.get_bytes(f"{root}/{chunk}")
+    storage.put_bytes(f"{root}/{chunk}", blob[:10] + b"X" + blob[11:])  # one byte flipped
+    for part in (o.key for o in objects if o.key.endswith("/part.rec")):
+        storage.put_bytes(f"{root}/{part}", b"not the shard")  # its ETag no longer matches
+    with caplog.at_level(logging.WARNING):
+        forced = pipeline.build(spec, run_id="c2", workers=1, force_rebuild=True)
+    assert "is corrupt" in caplog.text and "does not verify" in caplog.text
+    assert _files(forced["publish"]["uri"]) == _files(first["uri"])
+
+
+def test_prune_keeps_what_the_last_versions_use(bucket, capsys):
+    from recforge.cli import main
+
+    make_source(bucket, classes=("dog", "eel"), per_class=8)
+    spec = make_spec(bucket)
+    v1 = pipeline.build(spec, run_id="p1", workers=1)["publish"]
+    _put(bucket, "dog/extra.jpg", jpeg(60, 90, seed=7))
+    v2 = pipeline.build(spec, run_id="p2", workers=1)["publish"]
+    from recforge.incremental import cache
+
+    before = cache.prune(spec, keep_versions=2, dry_run=True)
+    assert before["deleted"] == 0
+    after = cache.prune(spec, keep_versions=1)
+    assert after["deleted"] > 0 and after["versions"] == [v2["version"]]
+    used = set(storage.read_json(f"{v2['uri']}/cache_keys.json")["entries"])
+    left = {"/".join(o.key.split("/")[:2]) for o in storage.list_objects(cache_uri(spec))}
+    assert left <= used
+    for v in (v1, v2):  # published versions are copies: both still read
+        it = mx.recordio.MXIndexedRecordIO(*_local(v["uri"], "train"), "r")
+        assert len(it.keys) > 0
+    forced = pipeline.build(spec, run_id="p3", workers=1, force_rebuild=True)
+    assert all(s.get("reused") for s in forced["pack"])  # the kept entries still serve
+    with pytest.raises(SystemExit):
+        main(["cache", "prune"])
+
+
+def _local(uri: str, split: str) -> tuple[str, str]:
+    import tempfile
+
+    d = tempfile.mkdtemp()
+    for ext in ("idx", "rec"):
+        storage.download(f"{uri}/{split}.{ext}", f"{d}/{split}.{ext}")
+    return f"{d}/{split}.idx", f"{d}/{split}.rec"
+
+
+def test_mxnet_readers_take_63_bit_keys_in_key_order(bucket, tmp_path):
+    make_source(bucket, classes=("dog", "eel"), per_class=12)
+    spec = make_spec(bucket)
+    uri = pipeline.build(spec, run_id="k1", workers=1)["publish"]["uri"]
+    idx, rec = _local(uri, "train")
+    records = sorted((r for r in storage.read_jsonl(f"{uri}/records.jsonl")
+                      if r["split"] == "train"), key=lambda r: r["key"])
+    keys = [r["key"] for r in records]
+    assert max(keys) > 2**40 and all(k < 2**63 for k in keys)
+    assert [int(ln.split("\t")[0]) for ln in open(idx)] == keys  # .idx follows the keys
+    lst = storage.get_bytes(f"{uri}/train.lst").decode().splitlines()
+    assert [int(ln.split("\t")[0]) for ln in lst] == keys
+
+    indexed = mx.recordio.MXIndexedRecordIO(idx, rec, "r")
+    assert indexed.keys == keys
+    header, _ = mx.recordio.unpack(indexed.read_idx(keys[-1]))
+    assert header.id == keys[-1] and header.label == records[-1]["label"]
+    dataset = mx.gluon.data.vision.ImageRecordDataset(rec)
+    assert len(dataset) == len(keys) and dataset[0][1] == records[0]["label"]
+    for shuffle in (False, True):
+        it = mx.io.ImageRecordIter(path_imgrec=rec, path_imgidx=idx, data_shape=(3, 32, 32),
+                                   batch_size=1, shuffle=shuffle, seed=3)
+        labels = [int(b.label[0].asnumpy()[0]) for b in it]
+        assert len(labels) == len(keys)
+        want = [int(r["label"]) for r in records]
+        assert labels == want if not shuffle else sorted(labels) == sorted(want)
