@@ -170,7 +170,7 @@ def test_trigger_form_is_valid_untouched_and_says_what_each_value_does(both_kind
             schema, default, description = p["schema"], p["default"], p["description"]
             jsonschema.validate(default, schema)  # an untouched form triggers as it is
             assert schema.get("title") and len(description) > 40, name
-            if name == "dry_run":
+            if name in ("dry_run", "force_rebuild"):  # switches, off by default
                 assert (schema["type"], default) == ("boolean", False)
             else:  # optional: empty means the spec's value, and the form says which
                 assert "null" in schema["type"] and default is None, name
