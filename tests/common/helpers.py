@@ -21,11 +21,13 @@ def png(h: int = 48, w: int = 64, seed: int = 0) -> bytes:
     return cv2.imencode(".png", rng.integers(0, 256, (h, w, 3), dtype=np.uint8))[1].tobytes()
 
 
-def write_split(root: Path, split: str, labels: list[float], size: int = 40) -> None:
-    """A valid ``<split>.rec/.idx/.lst`` with one image per label (keys 0..n-1)."""
+def write_split(root: Path, split: str, labels: list[float], size: int = 40,
+                keys: list[int] | None = None) -> None:
+    """A valid ``<split>.rec/.idx/.lst`` with one image per label (keys 0..n-1, or ``keys``)."""
     root.mkdir(parents=True, exist_ok=True)
     with recordio.RecordWriter(root / f"{split}.rec", root / f"{split}.idx") as w, \
             open(root / f"{split}.lst", "w") as lst:
         for i, lab in enumerate(labels):
-            w.write(i, recordio.pack_image_record(lab, i, jpeg(size, size, seed=i)))
-            lst.write(f"{i}\t{float(lab):f}\timg_{i}.jpg\n")
+            key = keys[i] if keys else i
+            w.write(key, recordio.pack_image_record(lab, key, jpeg(size, size, seed=i)))
+            lst.write(f"{key}\t{float(lab):f}\timg_{i}.jpg\n")

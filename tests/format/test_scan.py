@@ -58,6 +58,23 @@ def test_idx_parses_whole():
     assert keys.tolist() == [0, 7, 12] and offsets.tolist() == [0, 48, 96]
 
 
+def test_63_bit_keys_parse_exactly():
+    """recforge's hashed record keys use all 63 bits: 19 digits, exact (not via float64)."""
+    big = [2**63 - 1, 2**62 + 1, 4611686018427387905]
+    keys, _ = scan.parse_idx(b"".join(b"%d\t%d\n" % (k, 4 * i) for i, k in enumerate(big)))
+    assert keys.tolist() == big
+    lst_keys, labels = scan.parse_lst(b"".join(b"%d\t%d\tc/%d.jpg\n" % (k, i, i)
+                                               for i, k in enumerate(big)))
+    assert lst_keys.tolist() == big and labels.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_split_with_63_bit_keys_takes_the_fast_path(tmp_path):
+    keys = [2**40 + 3, 12345678901234567, 2**63 - 1]
+    write_split(tmp_path, "train", [0, 1, 2], keys=keys)
+    fast = validate.validate_split_fast(tmp_path, "train", 3)
+    assert fast is not None and fast.ok and fast.records == 3
+
+
 @pytest.mark.parametrize("text", [
     b"0\t1.000000\ta.jpg\r\n",  # str.splitlines would see another line
     "0\t1.000000\ta\u2028b.jpg\n".encode(),
