@@ -123,8 +123,14 @@ def main() -> None:
         stage_local_run(Path(args.stage_local), args.records)
         return
     if not args.skip_s3:
+        # the bookkeeping in a child started first, while this process is small: a child
+        # started from a large process inherits its peak RSS across exec (Linux's ru_maxrss)
+        bookkeeping = None if args.skip_bookkeeping else subprocess.run(
+            [sys.executable, __file__, "--skip-s3", "--records", str(args.records)],
+            stdout=subprocess.PIPE, text=True, check=True).stdout
         s3_section(args)
-    if not args.skip_bookkeeping:
+        print(bookkeeping or "", end="")
+    elif not args.skip_bookkeeping:
         bookkeeping_section(args)
 
 
