@@ -11,7 +11,6 @@ composition check of it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
@@ -20,71 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from recforge import storage
+from recforge.dev.scale import bench_spec, local_run, stage_shards
+from recforge.dev.scale import stage_local as stage_local_run
 from recforge.format import names, recordio
 from recforge.run import Run
-from recforge.spec import parse_spec
 
 RECORD = 256 * 1024
-
-
-def _spec(publish: str):
-    return parse_spec({"name": "bench", "source": {"uri": f"{publish}-raw"},
-                       "publish": {"uri": publish}})
-
-
-def write_shard(work: Path, first: int, n: int, payload: int, rng) -> list[str]:
-    """A shard of ``n`` records of ``payload`` random bytes; returns its source keys."""
-    work.mkdir(parents=True, exist_ok=True)
-    part = names.SHARD_PART
-    block = rng.bytes(payload + 4096)
-    keys, lst, rows = [], [], []
-    with recordio.RecordWriter(work / names.rec(part), work / names.idx(part)) as w:
-        for key in range(first, first + n):
-            start = (key * 4) % 4096
-            offset = w.write(key, recordio.pack_image_record(key % 1000, key,
-                                                             block[start:start + payload]))
-            src = f"n{key % 1000:08d}/x_{key}.JPEG"
-            keys.append(src)
-            lst.append(names.lst_line(key, key % 1000, src))
-            rows.append(json.dumps({"key": key, "split": "train", "offset": offset,
-                                    "length": payload + 24, "label": key % 1000,
-                                    "source_key": src, "class_name": f"n{key % 1000:08d}",
-                                    "height": 256, "width": 320, "channels": 3,
-                                    "source_sha256": "0" * 64, "phash": "0" * 16},
-                                   sort_keys=True) + "\n")
-    (work / names.lst(part)).write_text("".join(lst))
-    (work / names.RECORDS).write_text("".join(rows))
-    (work / names.QUARANTINE).write_bytes(b"")
-    return keys
-
-
-def stage(run: Run, tmp: Path, shards: int, per_shard: int, payload: int) -> list[Path]:
-    """Write a run's staging as if ``shards`` pack tasks had finished."""
-    storage.write_json(run.classes, {"num_classes": 1000})
-    for s in ("ingest", "flatten"):
-        storage.put_bytes(run.stage_quarantine(s), b"")
-    rng = np.random.default_rng(0)
-    ids, listed, dirs = [], [], []
-    for i in range(shards):
-        sid = f"train-{i:05d}"
-        work = tmp / sid
-        listed += write_shard(work, i * per_shard, per_shard, payload, rng)
-        files = names.shard_files()
-        for name in files:
-            storage.upload(work / name, run.shard_output(sid, name))
-        storage.write_json(run.shard_output(sid, names.SHARD_META), {
-            "shard": sid, "records": per_shard, "masks": False,
-            "files": {n: storage.file_digest(work / n) for n in files}})
-        ids.append(sid)
-        dirs.append(work)
-    storage.write_json(run.shard_list, {"shards": ids})
-    with open(tmp / "listing.jsonl", "w") as f:
-        f.writelines(json.dumps({"key": k}) + "\n" for k in listed)
-    storage.upload(tmp / "listing.jsonl", run.source_manifest)
-    return dirs
 
 
 def old_merge(run: Run, shard_ids: list[str], tmp: Path) -> None:
@@ -117,8 +58,8 @@ def s3_section(args) -> None:
         os.environ["AWS_ENDPOINT_URL"] = endpoint
         os.environ.update(s3server.DEV_CREDENTIALS)
         storage.s3_client().create_bucket(Bucket="bench")
-        run = Run(_spec("s3://bench/datasets"), "bench")
-        dirs = stage(run, Path(tmp), args.shards, per_shard, RECORD)
+        run = Run(bench_spec("s3://bench/datasets"), "bench")
+        dirs = stage_shards(run, Path(tmp), args.shards, per_shard, RECORD)
         rec_bytes = sum((d / "part.rec").stat().st_size for d in dirs)
         print(f"{args.shards} shards x {per_shard} records of {RECORD // 1024} KB: "
               f"{rec_bytes / 1e6:.0f} MB of .rec, on moto at {endpoint}")
@@ -150,7 +91,7 @@ def bookkeeping_section(args) -> None:
         staged = time.perf_counter() - started
         from recforge.stages import merge
 
-        run = Run(_spec(str(Path(tmp) / "pub")), "bench")
+        run = local_run(Path(tmp))
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
         summary = merge.merge(run)
@@ -169,15 +110,6 @@ def bookkeeping_section(args) -> None:
               f"{peak / 1024:.0f} MiB")
 
 
-def stage_local(root: str, records: int) -> None:
-    run = Run(_spec(str(Path(root) / "pub")), "bench")
-    shards = 1024
-    per = -(-records // shards)
-    stage_root = Path(root) / "work"
-    # tiny records, written straight into staging (local storage: upload is a copy)
-    stage(run, stage_root, shards, per, 8)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shards", type=int, default=24)
@@ -188,11 +120,17 @@ def main() -> None:
     ap.add_argument("--stage-local", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stage_local:
-        stage_local(args.stage_local, args.records)
+        stage_local_run(Path(args.stage_local), args.records)
         return
     if not args.skip_s3:
+        # the bookkeeping in a child started first, while this process is small: a child
+        # started from a large process inherits its peak RSS across exec (Linux's ru_maxrss)
+        bookkeeping = None if args.skip_bookkeeping else subprocess.run(
+            [sys.executable, __file__, "--skip-s3", "--records", str(args.records)],
+            stdout=subprocess.PIPE, text=True, check=True).stdout
         s3_section(args)
-    if not args.skip_bookkeeping:
+        print(bookkeeping or "", end="")
+    elif not args.skip_bookkeeping:
         bookkeeping_section(args)
 
 

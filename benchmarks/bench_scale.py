@@ -7,13 +7,15 @@ Printed: seconds and peak RSS per row, and the growth exponent ``k`` of time ~ n
 squares over the sizes; 1.0 is linear).
 
     PYTHONPATH=include .venv/bin/python benchmarks/bench_scale.py \\
-        [--sizes 10000,100000,1280000,10000000] [--stages plan,near_dup,gate,report]
+        [--sizes 10000,100000,1280000,10000000] [--stages plan,merge,validate,gate]
 
 Stages are functions registered with ``@stage(name)``; a new row is one more function that
 reads its inputs from the size's folder (see ``make_inputs``) and does the work to measure.
-HOOK for the merge bookkeeping and validate composition being rebuilt (issue 11's other
-half): register ``@stage("merge")`` / ``@stage("validate")`` here, reading ``records.jsonl``
-and the ``.idx`` files the folder already has.
+``merge`` and ``validate`` run on a local staging of 1,024 train shards of tiny records
+(``recforge.dev.scale.stage_local``, the staging ``bench_merge.py`` measures): ``merge`` is
+``stages.merge.merge`` (compose, shift the ``.idx``, stream ``records.jsonl``, reconcile
+against the listing), ``validate`` is ``stages.validate.validate`` on its output (the
+composition check; on a local path the part-boundary reads are file reads, not ranged GETs).
 """
 
 from __future__ import annotations
@@ -68,6 +70,26 @@ def _near_dup(root: Path, n: int) -> str:
     return f"{int((db >= 0).sum())} of {int(val.sum())} val records have a train near-dup"
 
 
+@stage("merge")
+def _merge(root: Path, n: int) -> str:
+    """stages.merge.merge over the staged shards (local staging; merged output in out/)."""
+    from recforge.dev.scale import local_run
+    from recforge.stages import merge
+
+    summary = merge.merge(local_run(root / "staging"))
+    return f"{summary['packed']:,} packed, {summary['listed']:,} listed"
+
+
+@stage("validate")
+def _validate(root: Path, n: int) -> str:
+    """stages.validate.validate of merge's output: the composition check (needs merge)."""
+    from recforge.dev.scale import local_run
+    from recforge.stages import validate
+
+    got = validate.validate(local_run(root / "staging"))
+    return f"{got['checked']}: {got['splits']}"
+
+
 @stage("gate")
 def _gate(root: Path, n: int) -> str:
     """The gate's bookkeeping: stream records.jsonl + .idx into columns, every fact column,
@@ -107,12 +129,21 @@ def _report(root: Path, n: int) -> str:
     return f"{out.stat().st_size / 1024:.0f} KB"
 
 
-def make_inputs(root: Path, n: int) -> None:
-    """records.jsonl + classes.json + <split>.idx (for gate, report) and items.jsonl (plan)."""
-    from recforge.dev.scale import write_items, write_records
+NEEDS = {"plan": "items", "merge": "staging", "validate": "staging"}  # else: records
 
-    write_records(root, n, val=VAL_SHARE, idx=True)
-    write_items(root, n)
+
+def make_inputs(root: Path, n: int, names: list[str]) -> None:
+    """What ``names`` read: records.jsonl + classes.json + <split>.idx (gate, report),
+    items.jsonl (plan), a staging of 1,024 shards (merge, validate)."""
+    from recforge.dev.scale import stage_local, write_items, write_records
+
+    needs = {NEEDS.get(name, "records") for name in names}
+    if "records" in needs:
+        write_records(root, n, val=VAL_SHARE, idx=True)
+    if "items" in needs:
+        write_items(root, n)
+    if "staging" in needs:
+        stage_local(root / "staging", n)
 
 
 def _child(name: str, root: Path, n: int) -> None:
@@ -153,7 +184,7 @@ def main() -> None:
     if args.child:
         name, root, n = args.child
         if name == "make":
-            make_inputs(Path(root), int(n))
+            make_inputs(Path(root), int(n), [s for s in args.stages.split(",") if s])
             print("{}")
         else:
             _child(name, Path(root), int(n))
@@ -168,7 +199,7 @@ def main() -> None:
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="recforge-scale-") as tmp:
             started = time.perf_counter()
-            made = _run(["--child", "make", tmp, str(n)])
+            made = _run(["--child", "make", tmp, str(n), "--stages", ",".join(names)])
             if "error" in made:
                 raise SystemExit(f"making {n:,} records failed: {made['error']}")
             print(f"{'(inputs)':<9} {n:>11,} {time.perf_counter() - started:>9.1f}", flush=True)

@@ -85,3 +85,98 @@ def write_items(root: Path, n: int, classes: int = 1000) -> None:
             c = f"n{i % classes:08d}"
             f.write(f'{{"class_name": "{c}", "etag": "{i:032x}", "name": "{c}/x_{i}.JPEG", '
                     f'"size": {40000 + i % 9000}, "source_key": "{c}/x_{i}.JPEG"}}\n')
+
+
+def bench_spec(publish: str):
+    """The smallest spec whose ``Run`` stages under ``<publish>``'s staging."""
+    from recforge.spec import parse_spec
+
+    return parse_spec({"name": "bench", "source": {"uri": f"{publish}-raw"},
+                       "publish": {"uri": publish}})
+
+
+def write_shard(work: Path, first: int, n: int, payload: int, rng) -> list[str]:
+    """One pack task's shard files in ``work``: ``n`` train records (keys ``first``…) of
+    ``payload`` random bytes, ``.idx``, ``.lst``, ``records.jsonl`` and an empty quarantine;
+    returns its source keys."""
+    from recforge.format import names, recordio
+
+    work.mkdir(parents=True, exist_ok=True)
+    part = names.SHARD_PART
+    block = rng.bytes(payload + 4096)
+    keys, lst, rows = [], [], []
+    with recordio.RecordWriter(work / names.rec(part), work / names.idx(part)) as w:
+        for key in range(first, first + n):
+            start = (key * 4) % 4096
+            offset = w.write(key, recordio.pack_image_record(key % 1000, key,
+                                                             block[start:start + payload]))
+            c = f"n{key % 1000:08d}"
+            src = f"{c}/x_{key}.JPEG"
+            keys.append(src)
+            lst.append(names.lst_line(key, key % 1000, src))
+            rows.append(  # json.dumps(sort_keys=True)'s text, written directly (10 M rows)
+                f'{{"channels": 3, "class_name": "{c}", "height": 256, "key": {key}, '
+                f'"label": {key % 1000}, "length": {payload + 24}, "offset": {offset}, '
+                f'"phash": "{"0" * 16}", "source_key": "{src}", "source_sha256": '
+                f'"{"0" * 64}", "split": "train", "width": 320}}\n')
+    (work / names.lst(part)).write_text("".join(lst))
+    (work / names.RECORDS).write_text("".join(rows))
+    (work / names.QUARANTINE).write_bytes(b"")
+    return keys
+
+
+def stage_shards(run, tmp: Path, shards: int, per_shard: int | list[int], payload: int
+                 ) -> list[Path]:
+    """A run's staging as if ``shards`` pack tasks (``per_shard`` records each, or the
+    ``per_shard[i]`` records of shard ``i``) had finished:
+    classes, empty ingest/flatten quarantines, each shard's files and ``shard.json``, the
+    shard list and the listing. Shards are written in ``tmp`` and uploaded; on a local
+    staging they are written in place. Returns the shard folders."""
+    from recforge import storage
+    from recforge.format import names
+
+    storage.write_json(run.classes, {"num_classes": 1000})
+    for s in ("ingest", "flatten"):
+        storage.put_bytes(run.stage_quarantine(s), b"")
+    rng = np.random.default_rng(0)
+    counts = per_shard if isinstance(per_shard, list) else [per_shard] * shards
+    ids, dirs, first = [], [], 0
+    with open(tmp / "listing.jsonl", "w") as listing:
+        for i in range(shards):
+            sid = f"train-{i:05d}"
+            local = not storage.is_s3(run.staging)
+            work = Path(run.shard_output(sid, "")) if local else tmp / sid
+            keys = write_shard(work, first, counts[i], payload, rng)
+            first += counts[i]
+            listing.writelines(f'{{"key": "{k}"}}\n' for k in keys)
+            files = names.shard_files()
+            if not local:
+                for name in files:
+                    storage.upload(work / name, run.shard_output(sid, name))
+            storage.write_json(run.shard_output(sid, names.SHARD_META), {
+                "shard": sid, "records": counts[i], "masks": False,
+                "files": {n: storage.file_digest(work / n) for n in files}})
+            ids.append(sid)
+            dirs.append(work)
+    storage.write_json(run.shard_list, {"shards": ids})
+    storage.upload(tmp / "listing.jsonl", run.source_manifest)
+    return dirs
+
+
+def stage_local(root: Path, records: int, shards: int = 1024):
+    """A local staging under ``root/pub`` of exactly ``records`` tiny (8-byte) train records
+    in ``shards`` shards (sizes differing by at most one), ready for ``stages.merge.merge``;
+    returns its ``Run``."""
+    shards = max(1, min(shards, records))
+    run = local_run(root)
+    (root / "work").mkdir(parents=True, exist_ok=True)
+    counts = [records // shards + (i < records % shards) for i in range(shards)]
+    stage_shards(run, root / "work", shards, counts, 8)
+    return run
+
+
+def local_run(root: Path):
+    """The ``Run`` that :func:`stage_local` staged under ``root``."""
+    from recforge.run import Run
+
+    return Run(bench_spec(str(root / "pub")), "bench")
