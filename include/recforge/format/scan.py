@@ -28,8 +28,10 @@ import numpy as np
 
 from recforge.format import recordio
 
-MAX_DIGITS = 18  # an int64 holds every 18-digit number
-MAX_LST_KEY_DIGITS = 15  # .lst rows parse as float64: exact below 2^53
+# record keys are 63-bit hashes (up to 19 digits); np.fromstring saturates a value past
+# int64 at INT64_MAX, so a parsed INT64_MAX is never trusted (the record-by-record path reads it)
+MAX_DIGITS = 19
+INT64_MAX = np.iinfo(np.int64).max
 
 _DIGITS = np.zeros(256, bool)  # what a number field and its separator may hold
 _DIGITS[ord("0"):ord("9") + 1] = True
@@ -84,7 +86,7 @@ def parse_idx(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
             or (nl - t).min() < 2 or (nl - t).max() > MAX_DIGITS + 1:
         return None
     rows = _parse(data, np.int64, len(nl))
-    if rows is None:
+    if rows is None or (rows == INT64_MAX).any():
         return None
     return rows[:, 0].copy(), rows[:, 1].copy()
 
@@ -105,7 +107,7 @@ def parse_lst(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     starts, tabs, _ = table
     t1, t2 = tabs[:, 0], tabs[:, 1]
-    if (t1 - starts).min() < 1 or (t1 - starts).max() > MAX_LST_KEY_DIGITS \
+    if (t1 - starts).min() < 1 or (t1 - starts).max() > MAX_DIGITS \
             or (t2 - t1).min() < 2 or (t2 - t1).max() > 32:
         return None
     edges = np.zeros(len(buf) + 1, np.int8)  # 1: key<TAB>, 2: label<TAB>, 0: the path
@@ -115,11 +117,26 @@ def parse_lst(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     region = np.cumsum(edges[:-1], dtype=np.int8)
     if ((region == 1) & (buf == ord("."))).any():  # int() refuses a key with a point
         return None
-    chars = buf[region.astype(bool)]
-    if not _DECIMAL[chars].all():
+    key_chars, label_chars = buf[region == 1], buf[region == 2]
+    if not _DIGITS[key_chars].all() or not _DECIMAL[label_chars].all():
         return None
-    rows = _parse(chars.tobytes(), np.float64, len(t1))
-    return None if rows is None else (rows[:, 0].astype(np.int64), rows[:, 1].copy())
+    # keys as int64 (a 19-digit key is not exact as float64), labels as float64
+    keys = _parse_column(key_chars.tobytes(), np.int64, len(t1))
+    labels = _parse_column(label_chars.tobytes(), np.float64, len(t1))
+    if keys is None or labels is None or (keys == INT64_MAX).any():
+        return None
+    return keys, labels
+
+
+def _parse_column(text: bytes, dtype, n: int) -> np.ndarray | None:
+    """``n`` whitespace-separated numbers, or None if the text holds others."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            values = np.fromstring(text, dtype=dtype, sep=" ")
+        except (ValueError, DeprecationWarning):
+            return None
+    return values if len(values) == n else None
 
 
 @dataclass(frozen=True)
