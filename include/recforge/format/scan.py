@@ -65,13 +65,8 @@ def _table(buf: np.ndarray, tabs_per_line: int):
 
 def _parse(text: bytes, dtype, n: int) -> np.ndarray | None:
     """``n`` rows of two whitespace-separated numbers, or None if the text holds others."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            values = np.fromstring(text, dtype=dtype, sep=" ")
-        except (ValueError, DeprecationWarning):
-            return None
-    return values.reshape(n, 2) if len(values) == 2 * n else None
+    values = _parse_column(text, dtype, 2 * n)
+    return None if values is None else values.reshape(n, 2)
 
 
 def parse_idx(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
