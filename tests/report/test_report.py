@@ -164,3 +164,21 @@ def test_segmentation_report_overlays_masks_with_a_legend(tmp_path):
 def test_report_of_a_prefix_without_records_names_the_fix(tmp_path):
     with pytest.raises(FileNotFoundError, match="needs a packed dataset"):
         build_report(str(tmp_path), tmp_path / "r.html")
+
+
+def test_coalesced_thumbnail_reads_render_the_same_page(two_versions, tmp_path, monkeypatch):
+    """The thumbnails are read in a few coalesced GETs; the page equals one GET each."""
+    from recforge.report import page as page_mod
+
+    _, _, second = two_versions
+    prefix = second["publish"]["uri"]
+    calls = []
+    real = storage.get_range
+    monkeypatch.setattr(storage, "get_range", lambda *a: calls.append(a) or real(*a))
+    coalesced = build_report(prefix, tmp_path / "a.html").read_bytes()
+    n_coalesced = len(calls)
+    calls.clear()
+    monkeypatch.setattr(page_mod._Records, "prefetch", lambda self, records: None)
+    one_each = build_report(prefix, tmp_path / "b.html").read_bytes()
+    assert coalesced == one_each
+    assert n_coalesced < len(calls)

@@ -120,15 +120,17 @@ def save_results(results: dict, uri: str) -> None:
 
 def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
                  dataset_version: str | None = None, environment: str | None = None,
-                 run_id: str | None = None) -> dict:
+                 run_id: str | None = None, previous: dict | None = None) -> dict:
     """What the DAG's ``benchmark`` task calls: run, save ``bench.json``, then gate.
 
     ``bench.json`` is written before the gate so a failed build still shows its numbers;
     raises ``BenchFloorsFailed`` (listing every violation) when the loader misses a floor.
+    ``previous``: the latest version's ``bench.json``, reused when the loader would read the
+    same bytes (``recforge.bench.benchmark.reusable``); the floors are checked either way.
     Returns a small summary for XCom.
     """
     spec = spec or BenchSpec()
-    results = run_benchmark(prefix, spec.options)
+    results = run_benchmark(prefix, spec.options, previous=previous)
     env, floors = select_floors(spec, results["device"]["kind"], environment)
     results["dataset_version"] = dataset_version
     results["run_id"] = run_id
@@ -143,4 +145,5 @@ def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
     if violations:
         raise BenchFloorsFailed(violations)
     return {"uri": out_uri, "summary": results["summary"],
-            "recommendation": results["recommendation"], "environment": env}
+            "recommendation": results["recommendation"], "environment": env,
+            "reused_from": (results.get("reused_from") or {}).get("dataset_version")}

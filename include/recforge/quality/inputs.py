@@ -256,7 +256,23 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
                 _framed_size(length) + 4 * (length // 4 + 1))
             jobs.append((row.name, uri, start, max(span, 8)))
 
-    def check(job):
+    def fetch(read):
+        """One coalesced ranged read of a .rec; each of its records' bytes, checked."""
+        uri, read_start, read_len, members = read
+        try:
+            data = storage.get_range(uri, read_start, read_len)
+        except Exception as exc:  # could not read: not a fact about the records
+            if not _past_the_end(exc):  # raised as it is: a transient one stays transient
+                log.error("quality: could not read %s bytes %d-%d to check %d record(s) "
+                          "(failing the task, to be retried): %r", uri, read_start,
+                          read_start + read_len - 1, len(members), exc)
+                raise
+            data = b""  # the manifest points past the end of the .rec: read, and wrong
+        return [(jobs[j][0], check(jobs[j], storage.slice_read(data, read_start, jobs[j][2],
+                                                                 jobs[j][3])))
+                for j in members]
+
+    def check(job, data: bytes):
         index, uri, start, span = job
         import io
 
@@ -264,22 +280,13 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
 
         row = records.loc[index]
         try:
-            data = storage.get_range(uri, start, span)
-        except Exception as exc:  # could not read: not a fact about the record
-            if not _past_the_end(exc):  # raised as it is: a transient one stays transient
-                log.error("quality: could not read %s bytes %d-%d to check record %s "
-                          "(failing the task, to be retried): %r", uri, start,
-                          start + span - 1, row["key"], exc)
-                raise
-            data = b""  # the manifest points past the end of the .rec: read, and wrong
-        try:
             got = recordio.read_record_at(io.BytesIO(data), 0)
             if got is None:
                 raise recordio.RecordIOError(f"no record at byte {start}")
             header, img_bytes = recordio.unpack_image_record(got[0])
         except recordio.RecordIOError as exc:  # read, and wrong: the record is bad
             log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
-            return index, ("bad_record", False, None, None)
+            return "bad_record", False, None, None
         label = header.label[0] if isinstance(header.label, tuple) else header.label
         id_ok = header.id == int(row["key"])
         label_ok = _label_equal(label, row.get("label"))
@@ -288,17 +295,26 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
         except cv2.error:
             img = None
         if img is None:
-            return index, ("undecodable", id_ok, label_ok, None)
+            return "undecodable", id_ok, label_ok, None
         c = 1 if img.ndim == 2 else img.shape[2]
         shape_ok = (img.shape[0], img.shape[1], c) == (
             int(row["height"]), int(row["width"]), int(row["channels"]))
-        return index, ("ok", id_ok, label_ok, shape_ok)
+        return "ok", id_ok, label_ok, shape_ok
 
+    # the sampled records of a .rec in a few coalesced reads (storage.coalesce), not one
+    # GET each: the same bytes, sliced per record
+    reads = []
+    for uri in dict.fromkeys(j[1] for j in jobs):
+        mine = [i for i, j in enumerate(jobs) if j[1] == uri]
+        reads += [(uri, start, length, [mine[m] for m in members]) for start, length, members
+                  in storage.coalesce([(jobs[i][2], jobs[i][3]) for i in mine])]
     with ThreadPoolExecutor(threads) as pool:
-        for index, values in pool.map(check, jobs):
-            for col, value in zip(VERIFY_COLUMNS, values, strict=True):
-                records.at[index, col] = value
-    log.info("quality: re-read and decoded %d records from the .rec files", len(jobs))
+        for checked in pool.map(fetch, reads):
+            for index, values in checked:
+                for col, value in zip(VERIFY_COLUMNS, values, strict=True):
+                    records.at[index, col] = value
+    log.info("quality: re-read and decoded %d records from the .rec files in %d reads",
+             len(jobs), len(reads))
     return records
 
 

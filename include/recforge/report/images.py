@@ -20,11 +20,26 @@ def _framed_guess(length: int) -> int:
     return 8 + ((length + 3) & ~3) + 64
 
 
+def span_of(offset: int, length: int, next_offset: int | None = None) -> int:
+    """Bytes to read for the record at ``offset``: up to the next record, else a guess."""
+    return (next_offset - offset) if next_offset and next_offset > offset \
+        else _framed_guess(length)
+
+
+def payload_of(framed: bytes) -> bytes | None:
+    """The image bytes of a record read whole (header stripped); None if ``framed`` does not
+    hold the whole record (more magic splits than guessed)."""
+    try:
+        got = recordio.read_record_at(io.BytesIO(framed), 0)
+    except recordio.RecordIOError:
+        return None
+    return None if got is None else recordio.unpack_image_record(got[0])[1]
+
+
 def read_payload(rec_uri: str, offset: int, length: int, next_offset: int | None = None
                  ) -> bytes:
     """The image bytes of the record at ``offset`` (header stripped), by one ranged read."""
-    span = (next_offset - offset) if next_offset and next_offset > offset \
-        else _framed_guess(length)
+    span = span_of(offset, length, next_offset)
     try:
         got = recordio.read_record_at(io.BytesIO(storage.get_range(rec_uri, offset, span)), 0)
     except recordio.RecordIOError:  # more splits than guessed: the worst case, once

@@ -16,7 +16,15 @@ from recforge import storage
 from recforge.format import names
 from recforge.report.charts import grouped_bars, histogram, line
 from recforge.report.diff import SHOWN, diff_records
-from recforge.report.images import data_uri, decode, overlay, palette, read_payload
+from recforge.report.images import (
+    data_uri,
+    decode,
+    overlay,
+    palette,
+    payload_of,
+    read_payload,
+    span_of,
+)
 from recforge.report.inputs import ReportInputs, load, read_contents
 from recforge.spec.quality import CHECKS
 
@@ -85,6 +93,7 @@ class _Records:
                 if col in r:
                     columns[(r.get("split"), col)].append(r[col])
         self.sorted = {k: np.sort(np.asarray(v, dtype=np.int64)) for k, v in columns.items()}
+        self.fetched: dict[tuple[str, int], bytes] = {}  # (split, offset) → framed bytes
 
     def _next(self, r: dict, col: str) -> int | None:
         offsets = self.sorted.get((r.get("split"), col))
@@ -93,10 +102,35 @@ class _Records:
         i = int(np.searchsorted(offsets, r[col], side="right"))
         return int(offsets[i]) if i < len(offsets) else None
 
+    def prefetch(self, records: list) -> None:
+        """The records' framed bytes in a few coalesced reads per split (``storage.coalesce``);
+        :meth:`image` then slices them instead of one GET each."""
+        by_split: dict[str, list] = defaultdict(list)
+        for r in records:
+            if "offset" in r and (r.get("split"), r["offset"]) not in self.fetched:
+                by_split[r.get("split")].append(r)
+        for split, rows in by_split.items():
+            spans = [(r["offset"], span_of(r["offset"], r["length"], self._next(r, "offset")))
+                     for r in rows]
+            uri = self.inputs.rec_uri(split)
+            for start, length, members in storage.coalesce(spans):
+                try:
+                    data = storage.get_range(uri, start, length)
+                except Exception as exc:  # image() reads it again, and says why
+                    log.debug("report: prefetch of %s bytes %d+%d failed: %s", uri, start,
+                              length, exc)
+                    continue
+                for i in members:
+                    self.fetched[(split, spans[i][0])] = storage.slice_read(data, start,
+                                                                            *spans[i])
+
     def image(self, r: dict) -> np.ndarray | None:
         try:
-            data = read_payload(self.inputs.rec_uri(r["split"]), r["offset"],
-                                       r["length"], self._next(r, "offset"))
+            framed = self.fetched.get((r.get("split"), r["offset"]))
+            data = payload_of(framed) if framed is not None else None
+            if data is None:
+                data = read_payload(self.inputs.rec_uri(r["split"]), r["offset"],
+                                    r["length"], self._next(r, "offset"))
             return decode(data)
         except Exception as exc:  # a thumbnail is worth less than the report
             log.warning("report: record %s/%s unreadable: %s", r.get("split"), r["key"], exc)
@@ -250,11 +284,14 @@ def _samples(inp: ReportInputs, reader: _Records, seed: int) -> str:
         by_class[r.get("class_name") or str(r.get("label"))].append(r)
     order = [c for c in inp.class_names if c in by_class] or sorted(by_class)
     shown = order[:MAX_CLASSES_SHOWN]
+    picks = {c: rng.sample(by_class[c], min(SAMPLES_PER_CLASS, len(by_class[c])))
+             for c in shown}  # the same draws as one class at a time
+    reader.prefetch([r for rows in picks.values() for r in rows])
     blocks = []
     for c in shown:
         rows = by_class[c]
         figs = []
-        for r in rng.sample(rows, min(SAMPLES_PER_CLASS, len(rows))):
+        for r in picks[c]:
             img = reader.image(r)
             figs.append(_figure(data_uri(img) if img is not None else None,
                                 f"{r['split']}/{r['key']}"))
@@ -318,6 +355,7 @@ def _near_duplicates(inp: ReportInputs, reader: _Records) -> str:
     pairs.sort(key=lambda p: (p[0], p[1]["split"], p[1]["key"]))
     out = [f"<p>{len(pairs)} pair(s) of records in different splits within {threshold} bits "
            f"(dHash); the closest {min(len(pairs), NEAR_DUP_PAIRS)}:</p>"]
+    reader.prefetch([r for _, a, b in pairs[:NEAR_DUP_PAIRS] for r in (a, b)])
     for d, a, b in pairs[:NEAR_DUP_PAIRS]:
         figs = "".join(
             _figure(data_uri(img) if (img := reader.image(r)) is not None else None,

@@ -1,17 +1,38 @@
 """The ``benchmark`` task (queue ``gpu``): the loader benchmark on the merged train split.
 
 ``bench.json`` lands in ``out/`` and so is published with the dataset; a loader below the
-spec's floors raises ``BenchFloorsFailed`` with the numbers (``recforge.bench``).
+spec's floors raises ``BenchFloorsFailed`` with the numbers (``recforge.bench``). The latest
+version's ``bench.json`` is handed over: when the loader would read byte-identical files
+with the same options on the same host, its measurements are reused (``reused_from``).
 """
 
 from __future__ import annotations
 
+import logging
+
+from recforge import releases, storage
 from recforge.bench import run_and_gate
 from recforge.format import names
 from recforge.run import Run
+
+log = logging.getLogger(__name__)
 
 
 def benchmark(run: Run) -> dict:
     with run.recording_outputs("benchmark"):  # bench.json's checksum, for publish
         return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
-                            dataset_version=run.version(), run_id=run.run_id)
+                            dataset_version=run.version(), run_id=run.run_id,
+                            previous=previous_results(run))
+
+
+def previous_results(run: Run) -> dict | None:
+    """The latest published version's ``bench.json``, if any (never this run's own)."""
+    latest = releases.read_latest(run.spec)
+    if not latest or latest.get("run_id") == run.run_id:
+        return None
+    uri = storage.join(latest["uri"], names.BENCH)
+    try:
+        return storage.read_json(uri) if storage.exists(uri) else None
+    except ValueError as exc:  # unreadable: measure again
+        log.warning("bench: previous %s unreadable (%s); measuring again", uri, exc)
+        return None

@@ -1,0 +1,78 @@
+"""The loader benchmark reuses the previous version's bench.json only when the loader would
+read byte-identical files with the same options on the same host."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from recforge.bench import run_and_gate, run_benchmark
+from recforge.bench.benchmark import reusable
+from recforge.spec.bench import BenchOptions, BenchSpec
+from tests.bench.test_bench import FAST, pack
+
+# what a benchmark run derives from the bytes alone (not from timing): a recomputation and a
+# reuse must agree on all of it
+DETERMINISTIC = ("records", "rec_bytes", "mean_record_bytes", "num_classes")
+
+
+def _facts(res: dict) -> dict:
+    vc = res["value_check"]
+    return {"dataset": {k: res["dataset"][k] for k in DETERMINISTIC},
+            "sample": {k: v for k, v in res["dataset"]["sample"].items()},
+            "image_sizes": res["image_sizes"], "label_range": res["label_range"],
+            "value_check": {k: vc[k] for k in ("batches", "records_covered", "of_records",
+                                               "value_min", "value_max", "all_finite",
+                                               "label_min", "label_max", "dtypes")},
+            "bare_decode_undecodable": res["bare_decode"]["undecodable"],
+            "options": res["options"], "problems": res["problems"]}
+
+
+def test_same_window_bytes_reuse_and_equal_a_recomputation(tmp_path):
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    opts = BenchOptions(**{**FAST, "thread_grid": ()})
+    first = json.loads(json.dumps(run_benchmark(str(root), opts)))  # as bench.json holds it
+    assert first["dataset"]["sample"]["sha256"]
+    second = shutil.copytree(root, tmp_path / "v2")  # the next version: the same bytes
+    reused = run_benchmark(str(second), opts, previous=first)
+    assert reused["reused_from"]["created_at"] == first["created_at"]
+    assert reused["runs"] == first["runs"] and reused["summary"] == first["summary"]
+    recomputed = json.loads(json.dumps(run_benchmark(str(second), opts)))
+    assert "reused_from" not in recomputed
+    assert _facts(reused) == _facts(recomputed) == _facts(first)
+    # reused again: it still names the version that measured
+    third = run_benchmark(str(second), opts, previous=reused)
+    assert third["reused_from"]["created_at"] == first["created_at"]
+
+
+def test_any_change_the_loader_would_see_measures_again(tmp_path):
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    opts = BenchOptions(**{**FAST, "thread_grid": ()})
+    first = run_benchmark(str(root), opts)
+    changed = tmp_path / "v2"
+    pack(changed, n=48, seed=1)  # same layout and sizes, other pixels
+    assert reusable(first, opts, run_benchmark(str(changed), opts)["dataset"]["sample"],
+                    None) == "the sampled window's bytes changed"
+    assert "reused_from" not in run_benchmark(str(changed), opts, previous=first)
+    other = BenchOptions(**{**FAST, "thread_grid": (), "batch_size": 8})
+    assert "reused_from" not in run_benchmark(str(root), other, previous=first)
+    moved = {**first, "host": {**first["host"], "nprocs": -1}}
+    assert "reused_from" not in run_benchmark(str(root), opts, previous=moved)
+    troubled = {**first, "problems": ["value check batch 0: data has NaN or Inf"]}
+    assert "reused_from" not in run_benchmark(str(root), opts, previous=troubled)
+
+
+def test_the_gate_checks_reused_numbers_against_todays_floors(tmp_path):
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    opts = {**FAST, "thread_grid": ()}
+    first = run_benchmark(str(root), BenchOptions(**opts))
+    spec = BenchSpec(options=opts, floors={"cpu": {"min_images_per_sec": 1}})
+    out = run_and_gate(str(root), spec, str(tmp_path / "bench.json"), previous=first,
+                       dataset_version="v2")
+    assert out["reused_from"] is None  # first has no dataset_version: measured by hand
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["reused_from"]["created_at"] == first["created_at"]
+    assert saved["dataset_version"] == "v2" and saved["passed"] is True
