@@ -86,18 +86,19 @@ def test_trigger_form_overrides_reach_the_published_manifest(cluster, page, arti
 
     data = _open_section(dialog, "Data")
     expect(data.get_by_text("Source prefix")).to_be_visible()
-    expect(data.get_by_text(f"default s3://{bucket}/raw", exact=True)).to_be_visible()
+    expect(data.get_by_text(re.compile(rf"Empty: s3://{bucket}/raw$"))).to_be_visible()
     expect(data.get_by_text("Publish target")).to_be_visible()
     screenshot(page, artifacts, "05-section-data")
 
     run = _open_section(dialog, "Run")
     expect(run.get_by_text("Dry run")).to_be_visible()
-    expect(run.get_by_text("build and validate, but do not publish", exact=True)).to_be_visible()
+    expect(run.get_by_text(re.compile(r"but publish nothing \(no version"))).to_be_visible()
+    expect(run.get_by_text("Force rebuild")).to_be_visible()
     screenshot(page, artifacts, "06-section-run")
 
     packing = _open_section(dialog, "Packing")
-    for text in ("default 40", "default 95", "default 8"):  # the spec's values, as descriptions
-        expect(packing.get_by_text(text, exact=True)).to_be_visible()
+    for value in (40, 95, 8):  # the spec's values, in the descriptions
+        expect(packing.get_by_text(re.compile(rf"Empty: {value}$"))).to_be_visible()
     resize = packing.get_by_label("Resize short side (px)")
     shard_size = packing.get_by_label("Images per pack task")
     resize.fill("36")
