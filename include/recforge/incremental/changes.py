@@ -4,7 +4,9 @@ ETag) and removed, and classes added and removed, against the ``source_manifest.
 
 from __future__ import annotations
 
+import heapq
 import logging
+from collections.abc import Iterable
 
 from recforge import releases, storage
 from recforge.format import names
@@ -14,15 +16,18 @@ log = logging.getLogger(__name__)
 EXAMPLES = 10  # keys quoted per kind of change (the counts are always complete)
 
 
-def diff_listings(before: list[dict], now: list[dict]) -> dict:
-    """``{added, changed, removed}``: counts and the first keys of each, by key and ETag."""
+def diff_listings(before: Iterable[dict], now: Iterable[dict]) -> dict:
+    """``{added, changed, removed}``: counts and the first keys of each, by key and ETag.
+    The listings may be streams: only one key → ETag map of each is held, never the rows
+    or a sorted copy of every key."""
     old = {r["key"]: r.get("etag") for r in before}
     new = {r["key"]: r.get("etag") for r in now}
-    added = sorted(k for k in new if k not in old)
-    removed = sorted(k for k in old if k not in new)
-    changed = sorted(k for k in new if k in old and new[k] != old[k])
-    return {kind: {"count": len(keys), "examples": keys[:EXAMPLES]}
-            for kind, keys in (("added", added), ("changed", changed), ("removed", removed))}
+    kinds = {"added": lambda: (k for k in new if k not in old),
+             "changed": lambda: (k for k in new if k in old and new[k] != old[k]),
+             "removed": lambda: (k for k in old if k not in new)}
+    return {kind: {"count": sum(1 for _ in keys()),
+                   "examples": heapq.nsmallest(EXAMPLES, keys())}
+            for kind, keys in kinds.items()}
 
 
 def previous_version(spec: DatasetSpec) -> tuple[str, str] | None:
@@ -31,14 +36,14 @@ def previous_version(spec: DatasetSpec) -> tuple[str, str] | None:
     return (latest["version"], latest["uri"]) if latest else None
 
 
-def detect(spec: DatasetSpec, listing: list[dict], classes: list[str]) -> dict:
+def detect(spec: DatasetSpec, listing: Iterable[dict], classes: list[str]) -> dict:
     """The change document of a run: against the latest published version, or everything
     added when there is none."""
     prev = previous_version(spec)
     before, before_classes, manifest = [], [], {}
     if prev:
         version, uri = prev
-        before = storage.read_jsonl(storage.join(uri, names.SOURCE_MANIFEST))
+        before = storage.iter_jsonl(storage.join(uri, names.SOURCE_MANIFEST))
         before_classes = storage.read_json(storage.join(uri, names.CLASSES)).get("classes", [])
         manifest = storage.read_json(storage.join(uri, names.MANIFEST))
     doc = {"previous_version": prev[0] if prev else None,

@@ -141,7 +141,7 @@ def decide_content(run: Run, shards: dict[str, list[dict]]) -> dict:
     opts = fingerprint.options_hash(run.spec)
     rows = [r for rs in shards.values() for r in rs]
     cid = fingerprint.content_id(rows, classes, opts)
-    found = changes.detect(run.spec, storage.read_jsonl(run.source_manifest), classes)
+    found = changes.detect(run.spec, storage.iter_jsonl(run.source_manifest), classes)
     storage.write_json(run.changes, found)
     same = cid == found["previous_content_id"]
     content = {"content_id": cid, "options_hash": opts, "no_change": same and not
