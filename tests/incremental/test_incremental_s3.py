@@ -102,16 +102,35 @@ def test_a_cache_object_that_does_not_verify_is_repacked(bucket, caplog):
     spec = make_spec(bucket)
     first = pipeline.build(spec, run_id="c1", workers=1)["publish"]
     root = cache_uri(spec)
-    objects = list(storage.list_objects(root))
-    chunk = next(o.key for o in objects if o.key.startswith("chunks/"))
-    blob = storage.get_bytes(f"{root}/{chunk}")
-    storage.put_bytes(f"{root}/{chunk}", blob[:10] + b"X" + blob[11:])  # one byte flipped
-    for part in (o.key for o in objects if o.key.endswith("/part.rec")):
-        storage.put_bytes(f"{root}/{part}", b"not the shard")  # its ETag no longer matches
-    with caplog.at_level(logging.WARNING):
+    parts = [o.key for o in storage.list_objects(root) if o.key.endswith("/part.rec")]
+    empty = 0  # chunks of quarantined images only: no bytes to flip
+    for part in parts:  # one byte flipped in every chunk's bytes: no ETag, no SHA-256 matches
+        entry = storage.read_json(f"{root}/{part.rsplit('/', 1)[0]}/entry.json")
+        blob = bytearray(storage.get_bytes(f"{root}/{part}"))
+        for c in entry["chunks"]:
+            if c["length"]:
+                blob[c["start"] + c["length"] // 2] ^= 0xFF
+            empty += not c["length"]
+        storage.put_bytes(f"{root}/{part}", bytes(blob))
+    with caplog.at_level(logging.INFO):
         forced = pipeline.build(spec, run_id="c2", workers=1, force_rebuild=True)
-    assert "is corrupt" in caplog.text and "does not verify" in caplog.text
+    assert "does not verify" in caplog.text and "is corrupt" in caplog.text
+    packed, total = _packed(forced)
+    assert packed == total - empty > 0  # no flipped chunk was used
     assert _files(forced["publish"]["uri"]) == _files(first["uri"])
+
+
+def test_a_changed_shard_reads_unchanged_chunks_in_few_ranged_gets(bucket, caplog):
+    make_source(bucket, classes=("dog", "eel"), per_class=12)
+    spec = make_spec(bucket, pack={"resize": 40, "shard_size": 12})
+    pipeline.build(spec, run_id="r1", workers=1)
+    _put(bucket, "dog/3.jpg", jpeg(70, 90, seed=4242))  # one image changed
+    with caplog.at_level(logging.INFO, logger="recforge.incremental.cache"):
+        inc = pipeline.build(spec, run_id="r2", workers=1)
+    changed = [s for s in inc["pack"] if not s.get("reused")]
+    assert len(changed) == 1 and changed[0]["chunks_packed"] == 1 < changed[0]["chunks"]
+    reads = [r.getMessage() for r in caplog.records if "ranged reads" in r.getMessage()]
+    assert reads == [f"cache: {changed[0]['chunks'] - 1} chunks in 1 ranged reads"]
 
 
 def test_prune_keeps_what_the_last_versions_use(bucket, capsys):

@@ -1,14 +1,19 @@
-"""The content-addressed cache of packed chunks and shards, in S3 next to the staging runs:
-``<staging>/cache/<dataset>/chunks/<chunk hash>/chunk.bin`` and ``…/shards/<shard hash>/``.
+"""The content-addressed cache of packed shards, in S3 next to the staging runs:
+``<staging>/cache/<dataset>/shards/<shard hash>/``.
 
-A **chunk** (about eight records, ``plan.chunk_split``) is one object: its ``.rec`` bytes,
-then its record manifest and quarantine entries as JSON, then a trailer with both lengths
-and the SHA-256 of the rest; its name is the hash of its ordered rows (key, ETag, label,
-record key, …) and of every option that affects bytes (``fingerprint``). A **shard** entry
-holds a whole pack task's outputs plus ``entry.json`` (each file's size and S3 ETag, written
-last). Pack reuses an unchanged shard with server-side copies, and builds a changed shard
-from its cached chunks, fetching and packing only the chunks that changed. Anything that
-does not verify (checksum, size, ETag) is re-packed and written again, never trusted.
+A **shard entry** holds a whole pack task's outputs plus ``entry.json`` (written last: each
+file's size and S3 ETag, and the shard's **chunk index**). A chunk (about two records,
+``plan.chunk_split``) is the unit of reuse: its name is the hash of its ordered rows (key,
+ETag, label, record key, …) and of every option that affects bytes (``fingerprint``); the
+index gives each chunk's byte range in the entry's ``part.rec``, the SHA-256 of those
+bytes, its record manifest and its quarantine entries.
+
+Pack reuses an unchanged shard with server-side copies. A changed shard is built from the
+chunks the previous version already packed: each planned row names the previous shard
+whose key range holds it (``mark_known``), pack reads those shards' indexes and fetches the
+unchanged chunks' bytes in a few coalesced ranged GETs of their ``part.rec`` (not one GET
+per chunk), and packs only the chunks it found nowhere. Anything that does not verify
+(a chunk's SHA-256, a file's size or ETag) is re-packed, never trusted.
 
 ``prune`` keeps the entries the last N published versions were built from (each version
 carries ``cache_keys.json``); published versions are copies, so pruning never breaks one.
@@ -19,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import struct
+from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
@@ -32,8 +37,9 @@ from recforge.run import Run, cache_uri
 from recforge.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
-CHUNKS, SHARDS, ENTRY, CHUNK = "chunks", "shards", "entry.json", "chunk.bin"
-TRAILER = struct.Struct("<QQ32s")  # rec length, json length, sha256(rec + json)
+SHARDS, ENTRY = "shards", "entry.json"
+CHUNK_INDEX = "chunks.json"  # pack's local chunk index, folded into entry.json
+WHOLE = "shard"  # a row's cache hint: its whole shard is in the cache
 
 
 class CacheCorrupt(ValueError):
@@ -45,35 +51,42 @@ def chunks(rows: list[dict]) -> list[list[dict]]:
     return [list(g) for _, g in groupby(rows, key=lambda r: r["chunk"])]
 
 
-def mark_known(shards: dict[str, list[dict]], opts_hash: str, known: set[str]) -> list[str]:
-    """Every cache entry a plan uses (``chunks/<h>``, ``shards/<h>``: ``cache_keys.json``);
-    each row's ``cache`` hint says whether ``known`` (the latest version's entries) has its
-    shard (``"shard"``) or its chunk (``"chunk"``), so pack asks the cache only for what
-    should be there. A hint is never trusted: what is fetched is verified."""
-    out = set()
+def mark_known(shards: dict[str, list[dict]], opts_hash: str, previous: dict) -> dict:
+    """This plan's ``cache_keys.json``: the entries it uses (what ``prune`` keeps) and each
+    shard's split and key range (what tomorrow's plan looks chunks up in). Each row gets a
+    ``cache`` hint from ``previous`` (the latest version's ``cache_keys.json``): ``"shard"``
+    when its whole shard is cached, else the hash of the previous shard whose key range
+    holds the row's key (where an unchanged chunk of it was packed), else None. A hint is
+    never trusted: what is fetched is verified."""
+    known = set(previous.get("entries", ()))
+    ranges: dict[str, tuple[list[int], list[tuple[int, str]]]] = {}
+    for split, first, last, h in sorted(previous.get(SHARDS, ())):
+        firsts, rest = ranges.setdefault(split, ([], []))
+        firsts.append(first)
+        rest.append((last, h))
+
+    def holder(split: str, key: int) -> str | None:
+        firsts, rest = ranges.get(split, ((), ()))
+        i = bisect_right(firsts, key) - 1
+        return rest[i][1] if i >= 0 and rest[i][0] >= key else None
+
+    entries, index = [], []
     for rows in shards.values():
-        shard = f"{SHARDS}/{fingerprint.shard_hash(rows, opts_hash)}"
-        out.add(shard)
-        for c in chunks(rows):
-            entry = f"{CHUNKS}/{fingerprint.chunk_hash(c, opts_hash)}"
-            out.add(entry)
-            hint = "shard" if shard in known else "chunk" if entry in known else None
-            for r in c:
-                r["cache"] = hint
-    return sorted(out)
+        if not rows:
+            continue
+        h = fingerprint.shard_hash(rows, opts_hash)
+        entries.append(f"{SHARDS}/{h}")
+        index.append([rows[0]["split"], rows[0]["record_key"], rows[-1]["record_key"], h])
+        whole = f"{SHARDS}/{h}" in known
+        for r in rows:
+            r["cache"] = WHOLE if whole else holder(r["split"], r["record_key"])
+    return {"entries": sorted(entries), SHARDS: sorted(index)}
 
 
-def known_entries(version_uri: str | None) -> set[str]:
-    """The cache entries a published version was built from (empty if none or unknown)."""
+def previous_plan(version_uri: str | None) -> dict:
+    """A published version's ``cache_keys.json`` (empty if none or unknown)."""
     uri = storage.join(version_uri, names.CACHE_KEYS) if version_uri else None
-    return set(storage.read_json(uri)["entries"]) if uri and storage.exists(uri) else set()
-
-
-# ---- chunks: one object each
-def encode_chunk(rec: bytes, records: list[dict], quarantined: str) -> bytes:
-    meta = json.dumps({"records": records, "quarantine": quarantined},
-                      sort_keys=True).encode("utf-8")
-    return rec + meta + TRAILER.pack(len(rec), len(meta), hashlib.sha256(rec + meta).digest())
+    return storage.read_json(uri) if uri and storage.exists(uri) else {}
 
 
 def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[bytes, list[dict], str]]:
@@ -96,27 +109,16 @@ def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[bytes, l
     return out
 
 
-def decode_chunk(blob: bytes) -> tuple[bytes, list[dict], str]:
-    """``(rec bytes, records, quarantine text)`` of a chunk object; raises CacheCorrupt."""
-    if len(blob) < TRAILER.size:
-        raise CacheCorrupt("shorter than its trailer")
-    n_rec, n_meta, digest = TRAILER.unpack(blob[-TRAILER.size:])
-    body = blob[:-TRAILER.size]
-    if n_rec + n_meta != len(body) or hashlib.sha256(body).digest() != digest:
-        raise CacheCorrupt("checksum or lengths do not match")
-    meta = json.loads(body[n_rec:])
-    return body[:n_rec], meta["records"], meta["quarantine"]
-
-
-def assemble(parts: list[tuple[bytes, list[dict], str]], out: Path) -> dict:
-    """Chunks, in order → ``out/part.rec/.idx/.lst``, ``records.jsonl`` and the quarantine,
-    byte for byte what packing the whole shard at once writes."""
+def assemble(parts: list[tuple[bytes, list[dict], str]], hashes: list[str], out: Path) -> dict:
+    """Chunks, in order → ``out/part.rec/.idx/.lst``, ``records.jsonl``, the quarantine and
+    the chunk index (``chunks.json``), byte for byte what packing the whole shard at once
+    writes."""
     part = names.SHARD_PART
-    manifest, refused, base = [], [], 0
+    manifest, refused, index, base = [], [], [], 0
     with open(out / names.rec(part), "wb") as rec, \
             open(out / names.idx(part), "w", encoding="ascii", newline="\n") as idx, \
             open(out / names.lst(part), "w", encoding="utf-8") as lst:
-        for data, records, quarantined in parts:
+        for (data, records, quarantined), h in zip(parts, hashes, strict=True):
             rec.write(data)
             for r in records:
                 r = {**r, "offset": r["offset"] + base}
@@ -124,43 +126,102 @@ def assemble(parts: list[tuple[bytes, list[dict], str]], out: Path) -> dict:
                 lst.write(names.lst_line(r["key"], r["label"], r["name"]))
                 manifest.append(r)
             refused.append(quarantined)
+            index.append({"hash": h, "start": base, "length": len(data),
+                          "sha256": hashlib.sha256(data).hexdigest(), "records": records,
+                          "quarantine": quarantined})
             base += len(data)
     storage.write_jsonl(str(out / names.RECORDS), manifest)
     text = "".join(refused)
     (out / names.QUARANTINE).write_text(text, encoding="utf-8")
+    (out / CHUNK_INDEX).write_text(json.dumps(index), encoding="utf-8")
     return {"packed": len(manifest), "quarantined": len(quarantine.loads(text.encode()))}
+
+
+def _source_index(run: Run, sources: list[str], threads: int) -> dict[str, tuple[str, dict]]:
+    """chunk hash → (the source shard's ``part.rec`` URI, its chunk index entry), over the
+    previous shards ``sources``; a source that is gone or unreadable adds nothing."""
+    def read(h: str) -> tuple[str, dict | None]:
+        entry = run.cache(SHARDS, h)
+        try:
+            return entry, storage.read_json(storage.join(entry, ENTRY))
+        except Exception as exc:  # noqa: BLE001 - a missing/garbled entry is a cache miss
+            if storage.is_transient(exc):
+                raise
+            log.info("cache shard %s unreadable (%s: %s): its chunks are re-packed", entry,
+                     type(exc).__name__, exc)
+            return entry, None
+
+    found: dict[str, tuple[str, dict]] = {}
+    with ThreadPoolExecutor(max(1, min(threads, len(sources)))) as pool:
+        for entry, doc in pool.map(read, sources):
+            for c in (doc or {}).get("chunks", ()):
+                found.setdefault(c["hash"], (storage.join(entry, names.rec(names.SHARD_PART)),
+                                             c))
+    return found
+
+
+def _fetch_chunks(wanted: dict[int, tuple[str, dict]], threads: int
+                  ) -> dict[int, tuple[bytes, list[dict], str]]:
+    """Chunk number → (rec bytes, records, quarantine text), read in coalesced ranged GETs
+    of the source ``part.rec`` files and verified by SHA-256; a chunk that does not verify
+    is left out (re-packed)."""
+    reads = []
+    for uri in dict.fromkeys(u for u, _ in wanted.values()):
+        mine = [i for i, (u, _) in wanted.items() if u == uri]
+        spans = [(wanted[i][1]["start"], wanted[i][1]["length"]) for i in mine]
+        reads += [(uri, start, length, [mine[m] for m in members])
+                  for start, length, members in storage.coalesce(spans)]
+
+    def fetch(read):
+        uri, start, length, members = read
+        try:
+            data = storage.get_range(uri, start, length)
+        except Exception as exc:  # noqa: BLE001 - a pruned source is a cache miss
+            if storage.is_transient(exc):
+                raise
+            log.info("cache %s unreadable (%s): re-packing its chunks", uri, exc)
+            return []
+        return [(i, storage.slice_read(data, start, wanted[i][1]["start"],
+                                       wanted[i][1]["length"])) for i in members]
+
+    out = {}
+    with ThreadPoolExecutor(max(1, min(threads, len(reads) or 1))) as pool:
+        for got in pool.map(fetch, reads):
+            for i, data in got:
+                doc = wanted[i][1]
+                if len(data) != doc["length"] or hashlib.sha256(data).hexdigest() != doc["sha256"]:
+                    log.warning("cache chunk %s in %s is corrupt (checksum does not match): "
+                                "re-packing it", doc["hash"][:12], wanted[i][0])
+                    continue
+                out[i] = (data, doc["records"], doc["quarantine"])
+    log.info("cache: %d chunks in %d ranged reads", len(out), len(reads))
+    return out
 
 
 def pack_shard(run: Run, rows: list[dict], work: Path,
                pack_chunk: Callable[[list[dict], Path], dict], fetch_threads: int = 8) -> dict:
-    """Build a shard in ``work`` from its chunks: cached ones are fetched and verified, the
-    others packed with ``pack_chunk(rows, dir)`` and stored. Returns counts and hit/miss."""
+    """Build a shard in ``work`` from its chunks: those the previous shards (the rows'
+    ``cache`` hints; a whole cached shard that did not verify is its own source) hold are
+    fetched and verified, the others packed in one pass with
+    ``pack_chunk(rows, dir)``. Returns counts and how many chunks were packed."""
     opts = fingerprint.options_hash(run.spec)
     groups = chunks(rows)
-    uris = [run.cache(CHUNKS, fingerprint.chunk_hash(g, opts), CHUNK) for g in groups]
-    hinted = [i for i, g in enumerate(groups) if g[0].get("cache")]
-    parts: list = [None] * len(groups)
-    for i, blob in zip(hinted, storage.prefetch([uris[i] for i in hinted], fetch_threads),
-                       strict=True):
-        if isinstance(blob, Exception):
-            if storage.is_transient(blob):
-                raise blob
-            log.info("cache chunk %s is gone (pruned?): re-packing it", uris[i])
-            continue
-        try:
-            parts[i] = decode_chunk(blob)
-        except CacheCorrupt as exc:
-            log.warning("cache chunk %s is corrupt (%s): re-packing it", uris[i], exc)
+    hashes = [fingerprint.chunk_hash(g, opts) for g in groups]
+    own = fingerprint.shard_hash(rows, opts)  # a whole shard that failed to verify
+    sources = sorted({own if r["cache"] == WHOLE else r["cache"] for r in rows
+                      if r.get("cache")})
+    index = _source_index(run, sources, fetch_threads) if sources else {}
+    found = _fetch_chunks({i: index[h] for i, h in enumerate(hashes) if h in index},
+                          fetch_threads)
+    parts: list = [found.get(i) for i in range(len(groups))]
     misses = [i for i, p in enumerate(parts) if p is None]
-    if misses:  # one pass over all missing chunks: one prefetch window, then parallel PUTs
+    if misses:  # one pass over all missing chunks: one prefetch window
         d = work / "packed"
         d.mkdir()
         pack_chunk([r for i in misses for r in groups[i]], d)
         for i, part in zip(misses, split_packed(d, [groups[i] for i in misses]), strict=True):
             parts[i] = part
-        with ThreadPoolExecutor(fetch_threads) as pool:
-            list(pool.map(lambda i: storage.put_bytes(uris[i], encode_chunk(*parts[i])), misses))
-    counts = assemble(parts, work)
+    counts = assemble(parts, hashes, work)
     return {**counts, "chunks": len(groups), "chunks_packed": len(misses)}
 
 
@@ -173,7 +234,7 @@ def reuse_shard(run: Run, shard_id: str, rows: list[dict], files: tuple[str, ...
     """Copy an unchanged shard's cached outputs (server-side) to this run's shard output and
     return its counts; None when it is not cached or does not verify."""
     entry = _shard_entry(run, rows)
-    if not rows or rows[0].get("cache") != "shard" or not storage.exists(
+    if not rows or rows[0].get("cache") != WHOLE or not storage.exists(
             storage.join(entry, ENTRY)):
         return None
     doc = storage.read_json(storage.join(entry, ENTRY))
@@ -182,21 +243,25 @@ def reuse_shard(run: Run, shard_id: str, rows: list[dict], files: tuple[str, ...
     if bad:
         log.warning("cache shard %s does not verify (%s): re-packing it", entry, bad)
         return None
-    for f in files:
-        storage.copy(storage.join(entry, f), run.shard_output(shard_id, f))
+    with ThreadPoolExecutor(len(files)) as pool:
+        list(pool.map(lambda f: storage.copy(storage.join(entry, f),
+                                             run.shard_output(shard_id, f)), files))
     return doc["counts"]
 
 
 def store_shard(run: Run, shard_id: str, rows: list[dict], files: tuple[str, ...],
-                counts: dict) -> None:
-    """Copy this run's shard outputs into the cache (server-side), ``entry.json`` last."""
+                counts: dict, work: Path) -> None:
+    """Copy this run's shard outputs into the cache (server-side), then ``entry.json`` with
+    the chunk index ``assemble`` left in ``work``."""
     entry = _shard_entry(run, rows)
-    for f in files:
-        storage.copy(run.shard_output(shard_id, f), storage.join(entry, f))
+    with ThreadPoolExecutor(len(files)) as pool:
+        list(pool.map(lambda f: storage.copy(run.shard_output(shard_id, f),
+                                             storage.join(entry, f)), files))
     found = {o.key: [o.size, o.etag] for o in storage.list_objects(entry)}
     storage.write_json(storage.join(entry, ENTRY), {
         "files": {f: found[f] for f in files}, "shard": shard_id, "run_id": run.run_id,
-        "counts": {k: counts[k] for k in ("packed", "quarantined")}})
+        "counts": {k: counts[k] for k in ("packed", "quarantined")},
+        "chunks": json.loads((work / CHUNK_INDEX).read_text(encoding="utf-8"))})
 
 
 # ---- prune

@@ -124,7 +124,7 @@ def pack(run: Run, shard_id: str) -> dict:
                 return {"shard": shard_id, **counts}
         upload_shard(run, shard_id, work, segmentation)
         if not segmentation:
-            cache.store_shard(run, shard_id, rows, CACHED_FILES, counts)
+            cache.store_shard(run, shard_id, rows, CACHED_FILES, counts, work)
     log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
              counts["quarantined"], len(rows))
     return {"shard": shard_id, **counts}

@@ -123,9 +123,9 @@ def split(run: Run) -> dict:
                  "with force_rebuild to build anyway", content["previous_version"],
                  content["content_id"][:12])
     if shards:  # published with the version: what `recforge cache prune` keeps for it
-        known = cache.known_entries(content["previous_uri"])
-        storage.write_json(run.output(names.CACHE_KEYS), {
-            "entries": cache.mark_known(shards, content["options_hash"], known)})
+        previous = cache.previous_plan(content["previous_uri"])
+        storage.write_json(run.output(names.CACHE_KEYS),
+                           cache.mark_known(shards, content["options_hash"], previous))
     for sid, rows in shards.items():
         storage.write_jsonl(run.shard_plan(sid), rows)
     storage.write_json(run.shard_list, {"shards": sorted(shards), "planned": counts})
