@@ -92,7 +92,7 @@ def packed_chunks(result: dict) -> str:
     packed = sum(s.get("chunks_packed", 0) for s in shards)
     total = sum(s.get("chunks", 0) for s in shards)
     reused = sum(1 for s in shards if s.get("reused"))
-    return f"{packed}/{total} chunks packed, {reused}/{len(shards)} shards copied whole"
+    return f"{packed}/{total} chunks packed, {reused}/{len(shards)} shards reused whole"
 
 
 def main() -> int:

@@ -28,11 +28,13 @@ _local = threading.local()
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """One listed object: its key relative to the listed prefix, size and ETag."""
+    """One listed object: its key relative to the listed prefix, size, ETag and (listings
+    only) when it was last written, in seconds since the epoch."""
 
     key: str
     size: int
     etag: str
+    modified: float | None = None
 
 
 RETRY_MODE = "adaptive"  # botocore's: standard retries plus client-side rate limiting
@@ -217,14 +219,16 @@ def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
         prefix, pages = _listing(prefix_uri)
         for page in pages:
             for obj in page.get("Contents", []):
-                yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'))
+                yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'),
+                                 obj["LastModified"].timestamp())
         return
     root = local_path(prefix_uri)
     if not root.exists():
         return
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         st = path.stat()
-        yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size, _local_etag(st))
+        yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size, _local_etag(st),
+                         st.st_mtime)
 
 
 TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",

@@ -20,7 +20,8 @@ import pytest
 
 from recforge import stages, storage
 from recforge.format import names
-from recforge.run import Run
+from recforge.incremental import cache
+from recforge.run import Run, cache_uri
 from tests.common.faultproxy import running_proxy
 from tests.common.sources import make_source, make_spec
 
@@ -82,14 +83,18 @@ def test_a_killed_pack_run_again_stages_the_same_bytes(source, s3_endpoint, tmp_
     clean, shards = planned(source, "clean")
     shard = shards[0]
     stages.entry("pack")(clean, shard)
-    expected = snapshot(clean.shard_output(shard, ""))
+    # a classification shard's files live in its cache entry; shard.json points there
+    entry = cache.shard_entry(clean, storage.read_jsonl(clean.shard_plan(shard)))
+    expected = snapshot(clean.shard_output(shard, "")), snapshot(entry)
+    assert names.rec(names.SHARD_PART) in expected[1]
+    storage.delete_prefix(cache_uri(source))  # the killed run starts from an empty cache
 
     killed, _ = planned(source, "killed")
-    kill_when_written(s3_endpoint, tmp_path, killed, "pack", [shard],
-                      killed.shard_output(shard, ""), names.rec(names.SHARD_PART),
-                      names.QUARANTINE)
+    staged = kill_when_written(s3_endpoint, tmp_path, killed, "pack", [shard], entry,
+                               names.rec(names.SHARD_PART), cache.ENTRY)
+    assert not storage.exists(killed.shard_output(shard, names.SHARD_META)), staged
     stages.entry("pack")(killed, shard)  # the retry
-    assert snapshot(killed.shard_output(shard, "")) == expected
+    assert (snapshot(killed.shard_output(shard, "")), snapshot(entry)) == expected
 
 
 def test_a_killed_merge_run_again_publishes_the_same_bytes(source, s3_endpoint, tmp_path):

@@ -8,7 +8,9 @@ ETag, label, record key, …) and of every option that affects bytes (``fingerpr
 index gives each chunk's byte range in the entry's ``part.rec``, the SHA-256 of those
 bytes, its record manifest and its quarantine entries.
 
-Pack reuses an unchanged shard with server-side copies. A changed shard is built from the
+An entry is where its shard's bytes live: a run's ``shard.json`` points at it (``files_at``)
+and merge composes from there, so an unchanged shard costs one verified listing and no
+copy. A changed shard is built from the
 chunks the previous version already packed: each planned row names the previous shard
 whose key range holds it (``mark_known``), pack reads those shards' indexes and fetches the
 unchanged chunks' bytes in a few coalesced ranged GETs of their ``part.rec`` (not one GET
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -226,42 +229,47 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
 
 
 # ---- shards: a folder of the pack task's outputs, entry.json last
-def _shard_entry(run: Run, rows: list[dict]) -> str:
+def shard_entry(run: Run, rows: list[dict]) -> str:
+    """The cache entry of a shard's rows (under this run's options)."""
     return run.cache(SHARDS, fingerprint.shard_hash(rows, fingerprint.options_hash(run.spec)))
 
 
-def reuse_shard(run: Run, shard_id: str, rows: list[dict], files: tuple[str, ...]) -> dict | None:
-    """Copy an unchanged shard's cached outputs (server-side) to this run's shard output and
-    return its counts; None when it is not cached or does not verify."""
-    entry = _shard_entry(run, rows)
-    if not rows or rows[0].get("cache") != WHOLE or not storage.exists(
-            storage.join(entry, ENTRY)):
+def reuse_shard(run: Run, rows: list[dict], files: tuple[str, ...]) -> dict | None:
+    """An unchanged shard's ``entry.json`` when its files verify (size and ETag as
+    recorded), else None. Nothing is copied: the run's ``shard.json`` points at the entry."""
+    entry = shard_entry(run, rows)
+    if not rows or rows[0].get("cache") != WHOLE:
         return None
-    doc = storage.read_json(storage.join(entry, ENTRY))
+    try:
+        doc = storage.read_json(storage.join(entry, ENTRY))
+    except Exception as exc:  # noqa: BLE001 - a missing/garbled entry is a cache miss
+        if storage.is_transient(exc):
+            raise
+        log.info("cache shard %s unreadable (%s): re-packing it", entry, type(exc).__name__)
+        return None
     found = {o.key: (o.size, o.etag) for o in storage.list_objects(entry)}
-    bad = [f for f in files if tuple(doc["files"].get(f, ())) != found.get(f)]
-    if bad:
-        log.warning("cache shard %s does not verify (%s): re-packing it", entry, bad)
+    bad = [f for f in files if tuple(doc.get("files", {}).get(f, ())) != found.get(f)]
+    if bad or "meta" not in doc:
+        log.warning("cache shard %s does not verify (%s): re-packing it", entry,
+                    bad or "no meta")
         return None
-    with ThreadPoolExecutor(len(files)) as pool:
-        list(pool.map(lambda f: storage.copy(storage.join(entry, f),
-                                             run.shard_output(shard_id, f)), files))
-    return doc["counts"]
+    return doc
 
 
-def store_shard(run: Run, shard_id: str, rows: list[dict], files: tuple[str, ...],
-                counts: dict, work: Path) -> None:
-    """Copy this run's shard outputs into the cache (server-side), then ``entry.json`` with
-    the chunk index ``assemble`` left in ``work``."""
-    entry = _shard_entry(run, rows)
+def write_entry(run: Run, rows: list[dict], work: Path, files: tuple[str, ...], meta: dict,
+                counts: dict) -> str:
+    """Upload the shard in ``work`` as its cache entry (files in parallel, then
+    ``entry.json``: sizes, ETags, ``shard.json``'s contents, counts and the chunk index
+    ``assemble`` left in ``work``); returns the entry's URI."""
+    entry = shard_entry(run, rows)
     with ThreadPoolExecutor(len(files)) as pool:
-        list(pool.map(lambda f: storage.copy(run.shard_output(shard_id, f),
-                                             storage.join(entry, f)), files))
+        list(pool.map(lambda f: storage.upload(work / f, storage.join(entry, f)), files))
     found = {o.key: [o.size, o.etag] for o in storage.list_objects(entry)}
     storage.write_json(storage.join(entry, ENTRY), {
-        "files": {f: found[f] for f in files}, "shard": shard_id, "run_id": run.run_id,
+        "files": {f: found[f] for f in files}, "meta": meta,
         "counts": {k: counts[k] for k in ("packed", "quarantined")},
         "chunks": json.loads((work / CHUNK_INDEX).read_text(encoding="utf-8"))})
+    return entry
 
 
 # ---- prune
@@ -276,9 +284,15 @@ def published_versions(spec: DatasetSpec) -> list[tuple[str, dict]]:
     return sorted(found, key=lambda vm: (vm[1].get("published_at", ""), vm[0]))
 
 
-def prune(spec: DatasetSpec, keep_versions: int, dry_run: bool = False) -> dict:
+PRUNE_MIN_AGE_H = 48.0  # entries written since are kept: a running build composes from them
+
+
+def prune(spec: DatasetSpec, keep_versions: int, dry_run: bool = False,
+          min_age_hours: float = PRUNE_MIN_AGE_H) -> dict:
     """Delete the cache entries none of the last ``keep_versions`` published versions was
-    built from. Published versions hold copies, so none of them breaks."""
+    built from and nothing wrote in the last ``min_age_hours`` (a build in progress merges
+    from the entries it packed or reused). Published versions hold copies, so none of them
+    breaks."""
     if keep_versions < 1:
         raise ValueError("keep at least 1 version (the latest is what tomorrow builds on)")
     kept = published_versions(spec)[-keep_versions:]
@@ -288,8 +302,13 @@ def prune(spec: DatasetSpec, keep_versions: int, dry_run: bool = False) -> dict:
         if storage.exists(uri):
             used |= set(storage.read_json(uri)["entries"])
     root = cache_uri(spec)
-    entries = sorted({"/".join(o.key.split("/")[:2]) for o in storage.list_objects(root)})
-    stale = [e for e in entries if e not in used]
+    newest: dict[str, float] = {}
+    for o in storage.list_objects(root):
+        e = "/".join(o.key.split("/")[:2])
+        newest[e] = max(newest.get(e, 0.0), o.modified or 0.0)
+    entries = sorted(newest)
+    young = time.time() - min_age_hours * 3600
+    stale = [e for e in entries if e not in used and newest[e] < young]
     if not dry_run:
         for e in stale:
             storage.delete_prefix(storage.join(root, e))
@@ -297,4 +316,5 @@ def prune(spec: DatasetSpec, keep_versions: int, dry_run: bool = False) -> dict:
              len(entries), len(entries) - len(stale), [v for v, _ in kept],
              "would delete" if dry_run else "deleted", len(stale))
     return {"entries": len(entries), "kept": len(entries) - len(stale), "deleted": len(stale),
-            "versions": [v for v, _ in kept], "dry_run": dry_run}
+            "versions": [v for v, _ in kept], "dry_run": dry_run,
+            "min_age_hours": min_age_hours}

@@ -114,8 +114,8 @@ class Shard:
             raise ValidationFailed(
                 f"{meta_uri} is missing: the shard was packed by a recforge that wrote no "
                 "checksums, or its upload did not finish; clear its pack task and run it again")
-        meta = storage.read_json(meta_uri)
-        return cls(uri, meta["files"], bool(meta.get("masks")))
+        meta = storage.read_json(meta_uri)  # files_at: a cache entry holds the files
+        return cls(meta.get("files_at") or uri, meta["files"], bool(meta.get("masks")))
 
     @classmethod
     def of_folder(cls, folder: Path) -> Shard:
@@ -210,9 +210,8 @@ def merge(run: Run) -> dict:
                 if not mine:
                     continue
                 shards = [Shard.read(run.shard_output(sid, "")) for sid in mine]
-                for sid in mine:
-                    entries += quarantine.loads(
-                        storage.get_bytes(run.shard_output(sid, names.QUARANTINE)))
+                for shard in shards:
+                    entries += quarantine.loads(storage.get_bytes(shard.file(names.QUARANTINE)))
                 per_split[split], written = merge_split(shards, run.out, split, tmp, records,
                                                         accounting)
                 checksums.update(written)

@@ -8,8 +8,10 @@ the same code as ``recforge im2rec``), so output is deterministic and memory sta
 however large the shard. Undecodable, truncated, corrupt or oversized images go to the
 shard's quarantine list with the reason; the shard never fails because of one bad image.
 The shard is checked structurally before upload, and ``shard.json`` (uploaded last) records
-each file's size and SHA-256, which merge composes from and publish verifies against.
-Outputs are uploaded under deterministic names, so a retried shard overwrites itself.
+each file's size and SHA-256, which merge composes from and publish verifies against. A
+classification shard's files live in its cache entry (``shard.json``'s ``files_at``);
+segmentation shards upload theirs beside ``shard.json``. Outputs go under deterministic
+names, so a retried shard overwrites itself.
 """
 
 from __future__ import annotations
@@ -32,9 +34,8 @@ from recforge.run import Run
 from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
 
 log = logging.getLogger(__name__)
-# what the shard cache keeps of a classification shard: its outputs, shard.json last (merge
-# takes sizes and checksums from it, and its presence means the shard is whole)
-CACHED_FILES = (*names.shard_files(), names.SHARD_META)
+# what a classification shard's cache entry holds (its home: merge composes from there)
+CACHED_FILES = names.shard_files()
 
 
 def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
@@ -90,17 +91,23 @@ def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str)
     return report.records
 
 
+def describe_shard(run: Run, shard_id: str, work: Path, masks: bool) -> dict:
+    """Check the shard in ``work`` and return its ``shard.json``: record count and each
+    file's size and SHA-256 (merge composes from them, publish verifies against them)."""
+    records = check_shard(work, storage.read_json(run.classes).get("num_classes"), masks,
+                          shard_id)
+    return {"shard": shard_id, "records": records, "masks": masks,
+            "files": {name: storage.file_digest(work / name)
+                      for name in names.shard_files(masks=masks)}}
+
+
 def upload_shard(run: Run, shard_id: str, work: Path, masks: bool) -> None:
     """Check the shard in ``work`` and upload it, ``shard.json`` last: merge takes the sizes
     and checksums from it, and its presence means the shard is whole."""
-    records = check_shard(work, storage.read_json(run.classes).get("num_classes"), masks,
-                          shard_id)
-    files = names.shard_files(masks=masks)
-    for name in files:
+    meta = describe_shard(run, shard_id, work, masks)
+    for name in meta["files"]:
         storage.upload(work / name, run.shard_output(shard_id, name))
-    storage.write_json(run.shard_output(shard_id, names.SHARD_META), {
-        "shard": shard_id, "records": records,
-        "masks": masks, "files": {name: storage.file_digest(work / name) for name in files}})
+    storage.write_json(run.shard_output(shard_id, names.SHARD_META), meta)
 
 
 def pack(run: Run, shard_id: str) -> dict:
@@ -117,31 +124,37 @@ def pack(run: Run, shard_id: str) -> dict:
             refused = storage.get_bytes(run.mask_quarantine(shard_id))
             shard_quarantine = work / names.QUARANTINE
             shard_quarantine.write_bytes(refused + shard_quarantine.read_bytes())
+            upload_shard(run, shard_id, work, masks=True)
         else:
             rows = storage.read_jsonl(run.shard_plan(shard_id))
             counts = pack_cached(run, shard_id, rows, work)
             if counts.get("reused"):
                 return {"shard": shard_id, **counts}
-        upload_shard(run, shard_id, work, segmentation)
-        if not segmentation:
-            cache.store_shard(run, shard_id, rows, CACHED_FILES, counts, work)
     log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
              counts["quarantined"], len(rows))
     return {"shard": shard_id, **counts}
 
 
 def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path) -> dict:
-    """Classification through the shard cache (``recforge.incremental.cache``): an unchanged
-    shard is copied server-side (``reused``), a changed one is built from its cached chunks
-    and packs only the chunks that changed."""
-    reused = cache.reuse_shard(run, shard_id, rows, CACHED_FILES)
+    """Classification through the shard cache (``recforge.incremental.cache``): the shard's
+    bytes live in its cache entry and the run's ``shard.json`` points there (``files_at``).
+    An unchanged shard that verifies costs nothing more (``reused``); a changed one is
+    built from the previous shards' chunks, packing only the chunks that changed, and
+    uploaded as its entry."""
+    reused = cache.reuse_shard(run, rows, CACHED_FILES)
     if reused is not None:
+        meta, counts = reused["meta"], {**reused["counts"], "reused": True}
+        entry = cache.shard_entry(run, rows)
         log.info("shard %s: unchanged, reused from the cache (%d records)", shard_id,
-                 reused["packed"])
-        return {**reused, "reused": True}
-    opts = PackOptions.from_spec(run.spec.pack)
-    counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
-        chunk, run.spec.source.uri, opts, d))
-    log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,
-             counts["chunks_packed"], counts["chunks"])
+                 counts["packed"])
+    else:
+        opts = PackOptions.from_spec(run.spec.pack)
+        counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
+            chunk, run.spec.source.uri, opts, d))
+        meta = describe_shard(run, shard_id, work, masks=False)
+        entry = cache.write_entry(run, rows, work, CACHED_FILES, meta, counts)
+        log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,
+                 counts["chunks_packed"], counts["chunks"])
+    storage.write_json(run.shard_output(shard_id, names.SHARD_META),
+                       {**meta, "shard": shard_id, "files_at": entry})
     return counts
