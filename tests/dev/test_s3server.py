@@ -28,3 +28,38 @@ def test_taken_port_is_named(tmp_path):
         s.listen()
         with pytest.raises(RuntimeError, match="--port"):
             s3server.start_detached(tmp_path, s.getsockname()[1])
+
+
+def test_ranged_gets_return_the_range_without_reading_the_whole_object(bucket, monkeypatch):
+    import os
+
+    from botocore.exceptions import ClientError
+    from moto.s3 import models
+
+    from recforge import storage
+
+    data = os.urandom(3 << 20)
+    storage.put_bytes(f"s3://{bucket}/big", data)
+    client = storage.s3_client()
+    whole_reads = []  # every read of an object's whole value (bytes, not a lazy view)
+    value = models.FakeKey.value
+
+    def spied(key):
+        got = value.fget(key)
+        if isinstance(got, bytes):
+            whole_reads.append(key.name)
+        return got
+
+    monkeypatch.setattr(models.FakeKey, "value", property(spied, value.fset))
+    n = len(data)
+    for spec, want in [("0-31", data[:32]), ("12345-", data[12345:]), ("-100", data[-100:]),
+                       (f"{n - 5}-{n + 50}", data[-5:]), ("1000-1000", data[1000:1001])]:
+        got = client.get_object(Bucket=bucket, Key="big", Range=f"bytes={spec}")
+        assert got["Body"].read() == want, spec
+        assert got["ContentRange"].endswith(f"/{n}")
+    assert storage.get_range(f"s3://{bucket}/big", 2 << 20, 64) == data[2 << 20:(2 << 20) + 64]
+    with pytest.raises(ClientError, match="InvalidRange"):
+        client.get_object(Bucket=bucket, Key="big", Range=f"bytes={n + 10}-{n + 20}")
+    assert whole_reads == []  # only the ranges were read
+    assert client.get_object(Bucket=bucket, Key="big")["Body"].read() == data
+    assert whole_reads == ["big"]  # a plain GET still reads it all
