@@ -8,6 +8,7 @@ a background thread imports what the later stages need (:func:`warm_imports`).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
@@ -58,15 +59,22 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
         return None
 
     def run() -> None:
-        for name in todo:
-            started = time.perf_counter()
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # the stage's own import raises it again, in the stage
-                log.debug("warm-up: import %s failed (%s: %s); left to the stage", name,
-                          type(exc).__name__, exc)
-            else:
-                log.debug("warm-up: imported %s in %.1f s", name, time.perf_counter() - started)
+        collecting = gc.isenabled()
+        gc.disable()  # importing GX makes ~1 M objects; the cycle collector would walk them
+        try:          # over and over as they arrive (~2 s of a 2-core machine)
+            for name in todo:
+                started = time.perf_counter()
+                try:
+                    importlib.import_module(name)
+                except Exception as exc:  # the stage's own import raises it again, there
+                    log.debug("warm-up: import %s failed (%s: %s); left to the stage", name,
+                              type(exc).__name__, exc)
+                else:
+                    log.debug("warm-up: imported %s in %.1f s", name,
+                              time.perf_counter() - started)
+        finally:
+            if collecting:
+                gc.enable()
 
     thread = threading.Thread(target=run, name="recforge-warm-imports", daemon=True)
     thread.start()
