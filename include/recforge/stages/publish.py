@@ -16,9 +16,9 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
    ``ORPHAN_GRACE_S`` (a publish that crashed and was never retried) are deleted.
 4. **Copy, then check**: server-side copies that keep the source's ETag
    (``storage.copy_exact``); each copy must have the recorded size and the source's ETag,
-   and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part). A
-   mismatch fails the publish naming the file (``ChecksumMismatch``), and removes the
-   partial version this run owns.
+   and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part,
+   ``PART_THREADS`` parts at a time). A mismatch fails the publish naming the file
+   (``ChecksumMismatch``), and removes the partial version this run owns.
 5. **manifest.json** (every file with its size and ``sha256`` or ``parts``) with
    ``If-None-Match: *``: a version is created once.
 6. **latest.json** by compare-and-swap (``If-Match`` its ETag, ``If-None-Match: *`` when
