@@ -51,9 +51,11 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
     S3. A stage that imports a module the thread is still importing waits for it (Python's
     per-module import lock). A module that fails to import here is left unimported (Python
     removes it from ``sys.modules``), so the stage's own import runs it again and raises
-    there, exactly as without the thread. Start it only once no fork can follow: a child
-    forked while this thread holds an import lock can deadlock (``build`` starts it after
-    the per-shard pool's workers exist, or with no pool at all)."""
+    there, exactly as without the thread. Run it only while nothing else imports, and start
+    it only once no fork can follow: a child forked while this thread holds an import lock
+    can deadlock, and a package with import cycles imported by two threads at once can be
+    handed half-initialised to one of them (``build`` runs it while it waits for the
+    per-shard pool's workers, and joins it before the next stage)."""
     todo = [m for m in dict.fromkeys(modules) if m not in sys.modules]
     if not todo:
         return None
@@ -92,7 +94,6 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
     result: dict = {"run_id": run.run_id, "staging": run.staging}
     plan = stages.stages_for(spec.task)
     timings = result["seconds"] = {}  # wall time per stage (per-shard stages: together)
-    warming: threading.Thread | None = None
     warmed = False
     i = 0
     while i < len(plan):
@@ -106,25 +107,25 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             jobs = [(spec, run.run_id, tuple(task_ids), s) for s in shards]
             n = workers or max(1, min(os.cpu_count() or 1, len(jobs)))
             shards_done = Progress("+".join(task_ids), len(jobs), log, unit="shards")
-            later = [m for st in plan[i:] for m in st.imports]
-            if n == 1:
-                if not warmed:  # no pool, no fork
-                    warming, warmed = warm_imports(later), True
+            if n == 1:  # no warm-up: these stages import in this thread meanwhile
                 done = []
                 for j in jobs:
                     done.append(_shard_stages(j))
                     shards_done.update()
             else:
-                if warming is not None:  # never fork while it may hold an import lock
-                    warming.join()
                 with ProcessPoolExecutor(n) as pool:
                     futures = [pool.submit(_shard_stages, j) for j in jobs]
-                    if not warmed:  # the workers exist now: with fork, the first submit
-                        # starts them all; spawn and forkserver never fork this process
-                        warming, warmed = warm_imports(later), True
+                    # the workers exist now (with fork the first submit starts them all;
+                    # spawn and forkserver never fork this process), and this thread only
+                    # waits for them: the one time the imports race nothing
+                    later = [m for st in plan[i:] for m in st.imports]
+                    warming = warm_imports(later) if not warmed else None
+                    warmed = True
                     for _ in as_completed(futures):
                         shards_done.update()
                     done = [f.result() for f in futures]
+                if warming is not None:  # two threads importing one package with import
+                    warming.join()       # cycles (GX has them) can see it half-initialised
             shards_done.close()
             for t in task_ids:
                 result[t] = [d[t] for d in done]

@@ -1,5 +1,6 @@
 """``recforge build`` imports the later stages' slow modules in a background thread: it never
-masks an import error, and never runs while this process can still fork a shard worker."""
+masks an import error, runs only while this process waits for its forked shard workers, and
+is done before the next stage starts."""
 
 from __future__ import annotations
 
@@ -50,13 +51,21 @@ def test_nothing_to_import_starts_no_thread(modules):
     assert pipeline.warm_imports([fine, "json"]) is None
 
 
-def test_build_warms_only_after_the_shard_workers_exist(modules, monkeypatch):
-    probe = modules("recforge_warm_probe", "VALUE = 3\n")
+def _warming() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "recforge-warm-imports"]
+
+
+def test_build_warms_only_while_the_shard_workers_run(modules, monkeypatch):
+    # slower than the shards: the next stage must still find it done (GX has import cycles;
+    # a stage importing a package the thread is halfway through can get it half-initialised)
+    probe = modules("recforge_warm_probe", "import time\ntime.sleep(1)\nVALUE = 3\n")
     plan = [Stage("split"), Stage("pack", per_shard=True),
             Stage("benchmark", imports=(probe,)), Stage("quality_gate", imports=(probe,))]
+    seen = []
     fakes = {"split": lambda run: {"shards": ["s0", "s1", "s2"]},
              "pack": lambda run, shard: {"pid": os.getpid()},
-             "benchmark": lambda run: {}, "quality_gate": lambda run: {}}
+             "benchmark": lambda run: seen.append((_warming(), probe in sys.modules)),
+             "quality_gate": lambda run: {}}
     monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
     monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])  # forked: inherited
     calls = []
@@ -70,7 +79,16 @@ def test_build_warms_only_after_the_shard_workers_exist(modules, monkeypatch):
     result = pipeline.build(make_spec("unused-bucket"), run_id="warm", workers=2)
     assert len({r["pid"] for r in result["pack"]} - {os.getpid()}) >= 1  # in workers
     assert calls == [([probe, probe], 2)]  # once, with both workers already forked
-    for thread in threading.enumerate():
-        if thread.name == "recforge-warm-imports":
-            thread.join(30)
+    assert seen == [([], True)]  # finished before the stage after the shards began
     assert sys.modules[probe].VALUE == 3
+
+
+def test_no_warm_up_when_the_shards_run_in_this_thread(modules, monkeypatch):
+    probe = modules("recforge_warm_unused", "VALUE = 4\n")
+    plan = [Stage("split"), Stage("pack", per_shard=True), Stage("benchmark", imports=(probe,))]
+    fakes = {"split": lambda run: {"shards": ["s0"]}, "pack": lambda run, shard: {},
+             "benchmark": lambda run: {}}
+    monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
+    monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])
+    pipeline.build(make_spec("unused-bucket"), run_id="solo", workers=1)
+    assert probe not in sys.modules  # pack imported in this thread: no import raced it
