@@ -9,6 +9,9 @@ it, :func:`read_latest` never resolves to it. Stages that build on the previous 
 
 from __future__ import annotations
 
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
 from recforge import storage
 from recforge.format import names
 from recforge.spec import DatasetSpec
@@ -77,11 +80,12 @@ def previous_classes(spec: DatasetSpec) -> tuple[str, dict] | None:
 
 
 def check_file(uri: str, entry: dict, *, name: str | None = None, etag: str | None = None,
-               hash_up_to: int | None = None) -> str | None:
+               hash_up_to: int | None = None, threads: int = 1) -> str | None:
     """What is wrong with one object against its manifest / checksums entry (``size`` and
     ``sha256``, or ``parts``: ``[{size, sha256}, …]`` checked with one ranged GET each), or
     None. ``etag``: the ETag it must also have; ``hash_up_to``: hash only objects up to this
-    size (larger ones: size and ETag only)."""
+    size (larger ones: size and ETag only); ``threads``: parts read and hashed at once (every
+    part is hashed either way; the first wrong one, in order, is the one reported)."""
     name = name or entry.get("name") or uri
     info = storage.head(uri)
     if info is None:
@@ -96,11 +100,18 @@ def check_file(uri: str, entry: dict, *, name: str | None = None, etag: str | No
     if sum(p["size"] for p in parts) != entry["size"]:
         return f"{name}: its parts add up to {sum(p['size'] for p in parts)} bytes, not " \
                f"{entry['size']}"
+    # the parts up to the first one without a SHA-256 (the verdict, in order, is as if they
+    # were read one after the other)
+    hashable = next((i for i, p in enumerate(parts) if not p.get("sha256")), len(parts))
+    starts = [0, *itertools.accumulate(p["size"] for p in parts)]
+    with ThreadPoolExecutor(max(1, min(threads, hashable))) as pool:
+        digests = list(pool.map(lambda i: storage.sha256_range(uri, starts[i], parts[i]["size"])[1],
+                                range(hashable)))
     offset = 0
     for i, part in enumerate(parts, 1):
-        if not part.get("sha256"):
+        if i > hashable:
             return f"{name}: no SHA-256 recorded"
-        _, digest = storage.sha256_range(uri, offset, part["size"])
+        digest = digests[i - 1]
         if digest != part["sha256"]:
             where = f" part {i} (bytes {offset}-{offset + part['size'] - 1})" \
                 if "parts" in entry else ""

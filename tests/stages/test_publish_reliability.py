@@ -268,9 +268,15 @@ def test_conditional_writes_and_exact_multipart_copy(bucket, tmp_path):
     assert (dst.size, dst.etag) == (src.size, src.etag)
     entry = {"size": src.size, "parts": [{"size": len(b), "sha256": hashlib.sha256(b)
                                           .hexdigest()} for b in body]}
-    assert releases.check_file(f"s3://{bucket}/copy/{key}", entry) is None
-    entry["parts"][1]["sha256"] = "0" * 64
-    assert "part 2" in releases.check_file(f"s3://{bucket}/copy/{key}", entry)
+    copy_uri = f"s3://{bucket}/copy/{key}"
+    for threads in (1, 4):  # parts hashed one by one or at once: the same verdicts
+        assert releases.check_file(copy_uri, entry, threads=threads) is None
+        wrong = {**entry, "parts": [entry["parts"][0], {**entry["parts"][1], "sha256": "0" * 64}]}
+        assert "part 2" in releases.check_file(copy_uri, wrong, threads=threads)
+        both = {**wrong, "parts": [{**entry["parts"][0], "sha256": "1" * 64}, wrong["parts"][1]]}
+        assert "part 1 " in releases.check_file(copy_uri, both, threads=threads)  # the first
+        unhashed = {**entry, "parts": [entry["parts"][0], {"size": entry["parts"][1]["size"]}]}
+        assert "no SHA-256 recorded" in releases.check_file(copy_uri, unhashed, threads=threads)
 
 
 def test_recforge_verify(staged, capsys):

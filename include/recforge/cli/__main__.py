@@ -2,6 +2,6 @@
 
 import sys
 
-from recforge.cli import main
+from recforge.cli import run
 
-sys.exit(main())
+sys.exit(run())

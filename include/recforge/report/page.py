@@ -7,6 +7,7 @@ import logging
 import random
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from html import escape
 from pathlib import Path
 
@@ -33,6 +34,7 @@ SAMPLES_PER_CLASS = 4
 MAX_CLASSES_SHOWN = 40
 MASK_SAMPLES = 8
 NEAR_DUP_PAIRS = 12
+PREFETCH_THREADS = 8  # ranged GETs of sampled records in flight at once
 # bounded memory (~32 bytes a candidate): beyond it the section says so; the checklist owns
 # the complete search
 NEAR_DUP_MAX_CANDIDATES = 5_000_000
@@ -103,26 +105,35 @@ class _Records:
         return int(offsets[i]) if i < len(offsets) else None
 
     def prefetch(self, records: list) -> None:
-        """The records' framed bytes in a few coalesced reads per split (``storage.coalesce``);
-        :meth:`image` then slices them instead of one GET each."""
+        """The records' framed bytes in a few coalesced reads per split (``storage.coalesce``),
+        ``PREFETCH_THREADS`` at a time; :meth:`image` then slices them instead of one GET
+        each. Each read's records are cut out in its thread, so only their bytes are kept."""
         by_split: dict[str, list] = defaultdict(list)
         for r in records:
             if "offset" in r and (r.get("split"), r["offset"]) not in self.fetched:
                 by_split[r.get("split")].append(r)
+        reads = []
         for split, rows in by_split.items():
             spans = [(r["offset"], span_of(r["offset"], r["length"], self._next(r, "offset")))
                      for r in rows]
-            uri = self.inputs.rec_uri(split)
-            for start, length, members in storage.coalesce(spans):
-                try:
-                    data = storage.get_range(uri, start, length)
-                except Exception as exc:  # image() reads it again, and says why
-                    log.debug("report: prefetch of %s bytes %d+%d failed: %s", uri, start,
-                              length, exc)
-                    continue
-                for i in members:
-                    self.fetched[(split, spans[i][0])] = storage.slice_read(data, start,
-                                                                            *spans[i])
+            reads += [(split, self.inputs.rec_uri(split), start, length,
+                       [spans[i] for i in members])
+                      for start, length, members in storage.coalesce(spans)]
+
+        def read(job) -> list[tuple[tuple[str, int], bytes]]:
+            split, uri, start, length, spans = job
+            try:
+                data = storage.get_range(uri, start, length)
+            except Exception as exc:  # image() reads it again, and says why
+                log.debug("report: prefetch of %s bytes %d+%d failed: %s", uri, start,
+                          length, exc)
+                return []
+            return [((split, span[0]), storage.slice_read(data, start, *span))
+                    for span in spans]
+
+        with ThreadPoolExecutor(PREFETCH_THREADS) as pool:
+            for got in pool.map(read, reads):
+                self.fetched.update(got)
 
     def image(self, r: dict) -> np.ndarray | None:
         try:

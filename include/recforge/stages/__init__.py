@@ -21,12 +21,14 @@ TASK_KINDS: tuple[str, ...] = get_args(DatasetSpec.model_fields["task"].annotati
 
 @dataclass(frozen=True)
 class Stage:
-    """One pipeline stage: its task id, whether it runs once per shard, and the spec task
-    kinds it exists for."""
+    """One pipeline stage: its task id, whether it runs once per shard, the spec task kinds
+    it exists for, and the slow imports its first call pays (seconds each in a fresh
+    process; ``recforge.pipeline`` loads them early, in the background)."""
 
     task_id: str
     per_shard: bool = False
     kinds: tuple[str, ...] = TASK_KINDS
+    imports: tuple[str, ...] = ()
 
     def runs_for(self, kind: str) -> bool:
         return kind in self.kinds
@@ -41,8 +43,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("pack", per_shard=True),
     Stage("merge"),
     Stage("validate"),
-    Stage("benchmark"),
-    Stage("quality_gate"),
+    Stage("benchmark", imports=("mxnet",)),
+    Stage("quality_gate", imports=("pandas", "great_expectations")),
     Stage("publish"),
 )
 BY_TASK_ID = {s.task_id: s for s in STAGES}

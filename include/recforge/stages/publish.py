@@ -16,9 +16,9 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
    ``ORPHAN_GRACE_S`` (a publish that crashed and was never retried) are deleted.
 4. **Copy, then check**: server-side copies that keep the source's ETag
    (``storage.copy_exact``); each copy must have the recorded size and the source's ETag,
-   and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part). A
-   mismatch fails the publish naming the file (``ChecksumMismatch``), and removes the
-   partial version this run owns.
+   and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part,
+   ``PART_THREADS`` parts at a time). A mismatch fails the publish naming the file
+   (``ChecksumMismatch``), and removes the partial version this run owns.
 5. **manifest.json** (every file with its size and ``sha256`` or ``parts``) with
    ``If-None-Match: *``: a version is created once.
 6. **latest.json** by compare-and-swap (``If-Match`` its ETag, ``If-None-Match: *`` when
@@ -47,6 +47,7 @@ HASH_UP_TO = 256 * 1024 ** 2  # copies up to this size are read back and hashed
 ORPHAN_GRACE_S = 3 * 3600  # > the publish task's timeout: an older claim is a dead publish
 CAS_ATTEMPTS = 20
 COPY_THREADS = 8
+PART_THREADS = 8  # parts of one composed file read back and hashed at once
 
 
 def content_fields(run: Run) -> dict:
@@ -173,7 +174,8 @@ def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]
         dst = storage.copy_exact(run.output(name), storage.join(target, name))
         problem = releases.check_file(
             storage.join(target, name), entry, name=name, hash_up_to=HASH_UP_TO,
-            etag=src.etag if storage.is_s3(target) and storage.is_s3(run.out) else None)
+            etag=src.etag if storage.is_s3(target) and storage.is_s3(run.out) else None,
+            threads=PART_THREADS)
         log.info("publish: copied %s (%d bytes)%s", name, dst.size,
                  f": {problem}" if problem else "")
         digest = {"parts": entry["parts"]} if "parts" in entry else {"sha256": entry["sha256"]}
