@@ -70,11 +70,12 @@ _ranged = threading.local()
 
 
 def serve_ranges_in_place() -> None:
-    """Make moto's ranged GETs read only the range, as S3 and MinIO do. moto reads (and
-    copies) the whole object and then slices it: 32 bytes of a 400 MB object took 267 ms,
-    so every ranged read of a merged ``.rec`` (validation's part boundaries, the gate's
-    re-read sample, report thumbnails, the loader window) cost time in proportion to the
-    whole file on the dev server only. Same bytes, same headers, same errors."""
+    """Make moto's ranged GETs and ranged part copies read only the range, as S3 and MinIO
+    do. moto reads (and copies) the whole object and then slices it: 32 bytes of a 400 MB
+    object took 267 ms, so every ranged read of a merged ``.rec`` (validation's part
+    boundaries, the gate's re-read sample, report thumbnails, the loader window) and every
+    part of publish's part-by-part copy (``storage.copy_exact``) cost time in proportion to
+    the whole file on the dev server only. Same bytes, same headers, same errors."""
     from moto.s3 import models, responses
 
     if getattr(responses.S3Response, "_recforge_ranges", False):
@@ -99,6 +100,19 @@ def serve_ranges_in_place() -> None:
         status, headers, body = handle_range(self, request, headers, content)
         return status, headers, bytes(body) if isinstance(body, _ObjectBytes) else body
 
+    part_copy = models.S3Backend.upload_part_copy
+
+    def upload_part_copy_in_place(self, dest_bucket_name, multipart_id, part_id,
+                                  src_bucket_name, src_key_name, src_version_id, start_byte,
+                                  end_byte):
+        if start_byte is None:  # the whole source: nothing to save
+            return part_copy(self, dest_bucket_name, multipart_id, part_id, src_bucket_name,
+                             src_key_name, src_version_id, start_byte, end_byte)
+        multipart = self.get_bucket(dest_bucket_name).multiparts[multipart_id]
+        key = self.get_object(src_bucket_name, src_key_name, version_id=src_version_id)
+        return multipart.set_part(part_id, _ObjectBytes(key)[start_byte:end_byte + 1])
+
+    models.S3Backend.upload_part_copy = upload_part_copy_in_place
     models.FakeKey.value = property(lazy_value, value.fset)
     responses.S3Response.get_object = get_object_ranged
     responses.S3Response._handle_range_header = handle_range_in_place
