@@ -8,8 +8,9 @@ few bad objects): 14 classes x ``--per-class`` images (default 360: 5,040 images
 changes are spread at random over the dataset. Prints each night's wall time and its ratio
 to the full build, and how many chunks each night packed.
 
-    PYTHONPATH=include python benchmarks/bench_incremental.py               # ~5 min on 2 cores
-    PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 40  # a quick look
+    PYTHONPATH=include python benchmarks/bench_incremental.py                  # ~4 min on 2 cores
+    PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 1440 # 20,160: ~10 min
+    PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 40   # a quick look
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -159,8 +160,31 @@ def _session(key: tuple):
 
     with _sessions_lock:
         if key[:4] not in _sessions:
-            _sessions[key[:4]] = boto3.session.Session()
+            session = boto3.session.Session()
+            session._session.get_component("response_parser_factory").set_parser_defaults(
+                timestamp_parser=parse_timestamp)
+            _sessions[key[:4]] = session
         return _sessions[key[:4]]
+
+
+def parse_timestamp(value):
+    """botocore's timestamp parser, with a fast path for S3's ISO 8601 UTC form
+    (``2026-12-01T02:00:00.000Z``): botocore hands every timestamp to dateutil, ~85 µs each,
+    which made parsing ``LastModified`` half of the client's time in a listing (at 1.28 M
+    objects, ~110 s of CPU). Same values (UTC, aware); anything else goes to botocore."""
+    from botocore.utils import parse_timestamp as botocore_parse
+
+    if isinstance(value, str) and value.endswith("Z") and "T" in value:
+        try:
+            parsed = datetime.fromisoformat(value[:-1])
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is None:
+                from dateutil.tz import tzutc
+
+                return parsed.replace(tzinfo=tzutc())
+    return botocore_parse(value)
 
 
 def join(base: str, *parts: str) -> str:
