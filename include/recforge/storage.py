@@ -748,6 +748,17 @@ def coalesce(spans: list[tuple[int, int]], max_gap: int = COALESCE_GAP,
     return [(start, end - start, members) for start, end, members in reads]
 
 
+def plan_reads(spans: list[tuple[str, int, int]]) -> list[tuple[str, int, int, list[int]]]:
+    """``(uri, start, length)`` spans over any objects → coalesced reads ``(uri, start,
+    length, [span indices])``: :func:`coalesce` per object, objects in first-seen order."""
+    by_uri: dict[str, list[int]] = {}
+    for i, (uri, _, _) in enumerate(spans):
+        by_uri.setdefault(uri, []).append(i)
+    return [(uri, start, length, [mine[m] for m in members])
+            for uri, mine in by_uri.items()
+            for start, length, members in coalesce([spans[i][1:] for i in mine])]
+
+
 def slice_read(data: bytes, read_start: int, start: int, length: int) -> bytes:
     """The bytes of span ``(start, length)`` out of a coalesced read that began at
     ``read_start`` (fewer, or none, where the object ended first: as ``get_range``)."""

@@ -168,12 +168,10 @@ def _fetch_chunks(wanted: dict[int, tuple[str, dict]], threads: int
     """Chunk number → (rec bytes, records, quarantine text), read in coalesced ranged GETs
     of the source ``part.rec`` files and verified by SHA-256; a chunk that does not verify
     is left out (re-packed)."""
-    reads = []
-    for uri in dict.fromkeys(u for u, _ in wanted.values()):
-        mine = [i for i, (u, _) in wanted.items() if u == uri]
-        spans = [(wanted[i][1]["start"], wanted[i][1]["length"]) for i in mine]
-        reads += [(uri, start, length, [mine[m] for m in members])
-                  for start, length, members in storage.coalesce(spans)]
+    chunk_ids = list(wanted)
+    reads = [(uri, start, length, [chunk_ids[m] for m in members])
+             for uri, start, length, members in storage.plan_reads(
+                 [(u, c["start"], c["length"]) for u, c in wanted.values()])]
 
     def fetch(read):
         uri, start, length, members = read

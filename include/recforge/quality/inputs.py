@@ -301,13 +301,9 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             int(row["height"]), int(row["width"]), int(row["channels"]))
         return "ok", id_ok, label_ok, shape_ok
 
-    # the sampled records of a .rec in a few coalesced reads (storage.coalesce), not one
+    # the sampled records of a .rec in a few coalesced reads (storage.plan_reads), not one
     # GET each: the same bytes, sliced per record
-    reads = []
-    for uri in dict.fromkeys(j[1] for j in jobs):
-        mine = [i for i, j in enumerate(jobs) if j[1] == uri]
-        reads += [(uri, start, length, [mine[m] for m in members]) for start, length, members
-                  in storage.coalesce([(jobs[i][2], jobs[i][3]) for i in mine])]
+    reads = storage.plan_reads([(uri, start, span) for _, uri, start, span in jobs])
     with ThreadPoolExecutor(threads) as pool:
         for checked in pool.map(fetch, reads):
             for index, values in checked:

@@ -105,20 +105,19 @@ class _Records:
         return int(offsets[i]) if i < len(offsets) else None
 
     def prefetch(self, records: list) -> None:
-        """The records' framed bytes in a few coalesced reads per split (``storage.coalesce``),
+        """The records' framed bytes in a few coalesced reads per split (``storage.plan_reads``),
         ``PREFETCH_THREADS`` at a time; :meth:`image` then slices them instead of one GET
         each. Each read's records are cut out in its thread, so only their bytes are kept."""
         by_split: dict[str, list] = defaultdict(list)
         for r in records:
             if "offset" in r and (r.get("split"), r["offset"]) not in self.fetched:
                 by_split[r.get("split")].append(r)
-        reads = []
-        for split, rows in by_split.items():
-            spans = [(r["offset"], span_of(r["offset"], r["length"], self._next(r, "offset")))
-                     for r in rows]
-            reads += [(split, self.inputs.rec_uri(split), start, length,
-                       [spans[i] for i in members])
-                      for start, length, members in storage.coalesce(spans)]
+        spans = [(split, self.inputs.rec_uri(split), r["offset"],
+                  span_of(r["offset"], r["length"], self._next(r, "offset")))
+                 for split, rows in by_split.items() for r in rows]
+        reads = [(spans[members[0]][0], uri, start, length, [spans[i][2:] for i in members])
+                 for uri, start, length, members in storage.plan_reads(
+                     [s[1:] for s in spans])]
 
         def read(job) -> list[tuple[tuple[str, int], bytes]]:
             split, uri, start, length, spans = job
