@@ -197,3 +197,18 @@ def test_mxnet_readers_take_63_bit_keys_in_key_order(bucket, tmp_path):
         assert len(labels) == len(keys)
         want = [int(r["label"]) for r in records]
         assert labels == want if not shuffle else sorted(labels) == sorted(want)
+
+
+def test_a_previous_shard_that_is_gone_is_repacked_from_the_source(bucket, caplog):
+    make_source(bucket, classes=("dog", "eel"), per_class=12)
+    spec = make_spec(bucket, pack={"resize": 40, "shard_size": 12})
+    pipeline.build(spec, run_id="g1", workers=1)
+    storage.delete_prefix(cache_uri(spec))  # pruned (or lost) under the next night
+    _put(bucket, "dog/3.jpg", jpeg(70, 90, seed=4242))
+    with caplog.at_level(logging.INFO, logger="recforge.incremental.cache"):
+        inc = pipeline.build(spec, run_id="g2", workers=1)
+    assert "unreadable" in caplog.text
+    packed, total = _packed(inc)
+    assert packed == total > 0  # every chunk packed again, none lost
+    full = _full_build(spec, "g-full")
+    assert _files(inc["publish"]["uri"]) == _files(full["publish"]["uri"])
