@@ -73,3 +73,100 @@ def test_ranged_gets_return_the_range_without_reading_the_whole_object(bucket, m
     whole_reads.clear()
     assert client.get_object(Bucket=bucket, Key="big")["Body"].read() == data
     assert whole_reads == ["big"]  # a plain GET still reads it all
+
+
+def _backend_bucket(name: str):
+    from moto.s3.models import s3_backends
+
+    for account in s3_backends.values():
+        for backend in account.values():
+            if name in backend.buckets:
+                return backend, backend.buckets[name]
+    raise AssertionError(f"bucket {name} not in moto's backends")
+
+
+def _pages(list_v2, backend, bucket, prefix, delimiter, start_after, max_keys):
+    """Every page of one listing: ``[(names, truncated)]``, following the tokens."""
+    pages, token = [], None
+    while True:
+        found, truncated, token = list_v2(backend, bucket, prefix, delimiter, token,
+                                          start_after, max_keys)
+        pages.append(([k if isinstance(k, str) else k.name for k in found], truncated))
+        if not truncated:
+            return pages
+
+
+def test_listing_pages_equal_motos_own_and_never_walk_the_bucket(bucket, monkeypatch):
+    import random
+
+    from moto.s3 import models, utils
+
+    from recforge import storage
+
+    rng = random.Random(5)
+    parts = ["a", "a!", "a0", "b", "é", "z~"]
+    keys = {"/".join(rng.choice(parts) for _ in range(rng.randint(1, 4))) for _ in range(400)}
+    keys |= {"a/", "a/b/", "a/b", "top"}
+    for k in keys:
+        storage.put_bytes(f"s3://{bucket}/{k}", b"x")
+    storage.put_bytes(f"s3://{bucket}/top", b"overwritten")  # same name: no new entry
+    for k in sorted(keys)[::7]:  # deletions after the names were indexed
+        storage.s3_client().delete_object(Bucket=bucket, Key=k)
+    backend, fake = _backend_bucket(bucket)
+    ours, theirs = models.S3Backend.list_objects_v2, models.S3Backend.moto_list_objects_v2
+    compared = 0
+    for prefix in ["", "a", "a/", "a/b", "a!/", "é/", "nothing"]:
+        for delimiter in [None, "/", "!"]:
+            for start_after in [None, "a/a", "a0/b"]:
+                for max_keys in [0, 1, 3, 50, 1000]:
+                    args = (backend, fake, prefix, delimiter, start_after, max_keys)
+                    assert _pages(ours, *args) == _pages(theirs, *args), args
+                    compared += 1
+    assert compared == 7 * 3 * 3 * 5
+    walks = []  # moto's own listing copies the whole store once a page
+    walk = utils._VersionedKeyStore._self_iterable
+    monkeypatch.setattr(utils._VersionedKeyStore, "_self_iterable",
+                        lambda store: walks.append(1) or walk(store))
+    listed = [o.key for o in storage.list_objects(f"s3://{bucket}/")]
+    assert listed == sorted(set(keys) - set(sorted(keys)[::7]))
+    assert walks == []
+
+
+def test_listing_responses_parse_equal_to_motos_own_rendering(bucket, monkeypatch):
+    from moto.s3 import responses
+
+    from recforge import storage
+
+    client = storage.s3_client()
+    keys = ["a&b/1", "a&b/2", "<x>/'q'\"", "sp ace/é", "plain", "deep/er/key", "deep/x"]
+    for k in keys:
+        client.put_object(Bucket=bucket, Key=k, Body=k.encode())
+    client.put_object(Bucket=bucket, Key="summed", Body=b"s", ChecksumAlgorithm="SHA256")
+    requests = [{}, {"Prefix": "a&b/"}, {"Delimiter": "/"}, {"Delimiter": "/", "Prefix": "deep/"},
+                {"EncodingType": "url"}, {"EncodingType": "url", "Delimiter": "/"},
+                {"FetchOwner": True}, {"StartAfter": "deep/x"}, {"MaxKeys": 2},
+                {"MaxKeys": 0}, {"Prefix": "nothing/"}]
+
+    def listings():
+        out = []
+        for request in requests:
+            pages, token = [], None
+            while True:
+                page = client.list_objects_v2(Bucket=bucket, **request,
+                                              **({"ContinuationToken": token} if token else {}))
+                page.pop("ResponseMetadata")
+                pages.append(page)
+                token = page.get("NextContinuationToken")
+                if not token:
+                    break
+            out.append(pages)
+        return out
+
+    ours = listings()
+    monkeypatch.setattr(responses.S3Response, "list_objects_v2",
+                        responses.S3Response.moto_list_objects_v2)
+    theirs = listings()
+    assert ours == theirs
+    assert sum(len(p.get("Contents", [])) for p in ours[0]) == len(keys) + 1
+    assert any(c.get("ChecksumAlgorithm") for c in ours[0][0]["Contents"])
+    assert any("Owner" in c for c in ours[6][0]["Contents"])
