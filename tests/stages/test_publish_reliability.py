@@ -17,6 +17,7 @@ from recforge import pipeline, releases, storage
 from recforge.errors import ChecksumMismatch, VersionExistsError
 from recforge.format import names
 from recforge.run import Run
+from recforge.cli import verify
 from recforge.stages import publish
 from tests.common.sources import make_source, make_spec
 
@@ -78,6 +79,21 @@ def test_every_published_file_carries_its_sha256_and_the_version_is_exactly_them
     for name, f in files.items():
         expected = {k: f[k] for k in ("size", "sha256", "parts") if k in f}
         assert checksum_entry(storage.join(out["uri"], name), f) == expected, name
+    assert releases.read_latest(run.spec)["uri"] == out["uri"]
+
+
+def test_a_published_run_releases_its_staged_record_files_and_a_retry_still_works(staged):
+    run = fresh(staged, "r-release")
+    staged_recs = {o.key: o.size for o in storage.list_objects(run.staging)
+                   if o.key.endswith(".rec")}
+    assert {"out/train.rec", "out/val.rec"} <= set(staged_recs)
+    out = publish.publish(run)
+    left = {o.key for o in storage.list_objects(run.staging)}
+    assert not {k for k in left if k.endswith(".rec")}
+    assert {"out/summary.json", "out/checksums.json", "publish/version.json"} <= left
+    assert verify.differences(out["uri"]) == []
+    assert publish.publish(run) == out  # a retry of the task after it succeeded
+    assert publish.release_staging(run) == {"files": 0, "bytes": 0}
     assert releases.read_latest(run.spec)["uri"] == out["uri"]
 
 

@@ -24,6 +24,8 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
 6. **latest.json** by compare-and-swap (``If-Match`` its ETag, ``If-None-Match: *`` when
    absent), and only forward (``releases.order_key``): a late retry of an older run never
    moves it back.
+7. **Release** the run's staged ``*.rec`` files (``release_staging``): the version holds
+   the copies, and the cache the next night builds from is not per run.
 
 A retried publish of the same run reuses its version (``Run.version``); reading releases is
 ``recforge.releases``.
@@ -85,6 +87,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
         log.info("publish: %s → %s (latest.json updated)", spec.name, target)
     out = {"version": version, "uri": target, "run_id": run.run_id,
            "records": summary.get("splits", {})}
+    release_staging(run)
     report = storage.join(target, names.REPORT)
     if storage.exists(report):
         out["report"] = report
@@ -215,6 +218,23 @@ def _write_manifest(run: Run, target: str, version: str, files: list[dict], summ
             raise _exists(target, existing.get("run_id")) from None
         return existing  # this run's own write whose answer was lost
     return manifest
+
+
+def release_staging(run: Run) -> dict:
+    """Delete the run's staged record files (``*.rec``: merge's composed splits, and
+    segmentation shards) once its version is published: the version holds its own copies,
+    and a nightly dataset would otherwise leave a full copy in staging every night. What a
+    retried publish reads (the small files, the version choice) stays; so does the shard
+    cache, which the next night builds from. A run that never publishes keeps its staging
+    for diagnosis (``docs/operations.md``: expire it with a lifecycle rule)."""
+    doomed = [o for o in storage.list_objects(run.uri()) if o.key.endswith(".rec")]
+    for o in doomed:
+        storage.delete(run.uri(o.key))
+    released = {"files": len(doomed), "bytes": sum(o.size for o in doomed)}
+    if doomed:
+        log.info("publish: released %d staged record files (%d bytes) of run %s",
+                 released["files"], released["bytes"], run.run_id)
+    return released
 
 
 def advance_latest(latest_uri: str, pointer: dict) -> bool:
