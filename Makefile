@@ -1,5 +1,7 @@
 # The two commands a newcomer needs:  make demo   and   make test
-# Everything installs from this repo's files into .venv (Python 3.11 required).
+# Everything installs from this repo's files into .venv (Python 3.11 required), compiled to
+# bytecode at install: a process must not spend seconds compiling GX, MXNet and Airflow
+# where .pyc files cannot be written (PYTHONDONTWRITEBYTECODE, read-only images).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -12,7 +14,8 @@ $(BIN)/uv:
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml $(BIN)/uv
-	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements-dev.txt -c constraints.txt -e .
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r requirements-dev.txt -c constraints.txt -e .
+	$(BIN)/python -m compileall -q include dags plugins >/dev/null
 	touch $@
 
 venv: $(VENV)/.installed
