@@ -6,10 +6,14 @@ The dataset is ``recforge.dev.sampledata`` (crops, flips, rotations and colour j
 photos scikit-image ships, short sides 180-720 px, JPEG and PNG, nested class folders, a
 few bad objects): 14 classes x ``--per-class`` images (default 360: 5,040 images). The
 changes are spread at random over the dataset. Prints each night's wall time and its ratio
-to the full build, and how many chunks each night packed.
+to the full build, and how many chunks each night packed; after each night that published,
+its **S3 floor** (``floor_of_night``): the S3 work any build of that night must do, timed on
+the same server — list the source, write each split as one object (unchanged runs of
+>= 5 MiB copied server-side from the previous version, the rest sent), read the loader
+window — so the night can be compared with what the storage itself requires.
 
     PYTHONPATH=include python benchmarks/bench_incremental.py                  # ~4 min on 2 cores
-    PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 1440 # 20,160: ~10 min
+    PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 1440 # 20,160: ~14 min
     PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 40   # a quick look
 """
 
@@ -36,6 +40,8 @@ from recforge.dev import s3server, sampledata  # noqa: E402
 
 BUCKET = "bench-incremental"
 TARGETS = {"no change": 0.05, "1 % changed": 0.15}
+MIN_PART = 5 * 1024 ** 2  # S3's smallest part but the last: a shorter run cannot be copied
+FLOOR_PART = 16 * 1024 ** 2
 
 
 def spec_doc(shard_size: int) -> dict:
@@ -96,12 +102,105 @@ def packed_chunks(result: dict) -> str:
     return f"{packed}/{total} chunks packed, {reused}/{len(shards)} shards reused whole"
 
 
+def _split_runs(new_rows: list[dict], old_index: dict) -> tuple[int, int]:
+    """``(bytes, bytes that must be uploaded)`` of one split: a record can be copied
+    server-side from the previous version only inside a run of unchanged records that were
+    neighbours there too and that is at least ``MIN_PART`` long (the split's last run may
+    be shorter: the last part has no minimum); the rest must be sent."""
+    total = upload = run = 0
+    prev = None
+    for r in sorted(new_rows, key=lambda r: r["offset"]):
+        total += r["length"]
+        old = old_index.get((r["key"], r["source_key"], r["source_etag"]))
+        if old is None or prev is None or old != prev + 1:
+            upload += run if run < MIN_PART else 0
+            run = 0
+        if old is None:
+            upload += r["length"]
+        else:
+            run += r["length"]
+        prev = old
+    return total, upload
+
+
+def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
+    """What any build of this night must do on S3, whatever the packer, timed on the same
+    server: list the source; write each split as one object (MXNet reads one ``.rec``),
+    copying unchanged runs of >= 5 MiB server-side from the previous version and sending the
+    rest; read the loader benchmark's window. No decoding, no checks, no publish copy."""
+    def rows(version: str) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for r in storage.iter_jsonl(storage.join(version, "records.jsonl")):
+            out.setdefault(r["split"], []).append(r)
+        return out
+
+    old, new = rows(old_version), rows(new_version)
+    total = upload = 0
+    for split, new_rows in new.items():
+        ordered = sorted(old.get(split, []), key=lambda r: r["offset"])
+        index = {(r["key"], r["source_key"], r["source_etag"]): i for i, r in enumerate(ordered)}
+        t, u = _split_runs(new_rows, index)
+        total, upload = total + t, upload + u
+    window = storage.read_json(storage.join(new_version, "bench.json"))["dataset"]["sample"]
+    client, scratch = storage.s3_client(), "floor"
+    timings = {}
+    t0 = time.perf_counter()
+    listed = sum(1 for _ in storage.list_objects(source))
+    timings["list"] = time.perf_counter() - t0
+    blob = os.urandom(FLOOR_PART)
+    t0 = time.perf_counter()
+    up = client.create_multipart_upload(Bucket=BUCKET, Key=f"{scratch}/split")["UploadId"]
+    sizes = [FLOOR_PART] * (upload // FLOOR_PART) + ([upload % FLOOR_PART] if
+                                                       upload % FLOOR_PART else [])
+    src_bucket, src_key = storage.split_s3(storage.join(old_version, "train.rec"))
+    src_size = storage.head(f"s3://{src_bucket}/{src_key}").size
+    copied, copies = total - upload, []
+    while copied > 0:
+        n = min(FLOOR_PART, copied, src_size)
+        copies.append(n)
+        copied -= n
+
+    def part(i_kind_n):
+        i, kind, n = i_kind_n
+        if kind == "put":
+            etag = client.upload_part(Bucket=BUCKET, Key=f"{scratch}/split", UploadId=up,
+                                      PartNumber=i, Body=blob[:n])["ETag"]
+        else:
+            start = (i * FLOOR_PART) % max(1, src_size - n + 1)
+            etag = client.upload_part_copy(
+                Bucket=BUCKET, Key=f"{scratch}/split", UploadId=up, PartNumber=i,
+                CopySource={"Bucket": src_bucket, "Key": src_key},
+                CopySourceRange=f"bytes={start}-{start + n - 1}")["CopyPartResult"]["ETag"]
+        return {"PartNumber": i, "ETag": etag}
+
+    plan = [("put", n) for n in sizes] + [("copy", n) for n in copies]
+    with ThreadPoolExecutor(8) as pool:
+        parts = list(pool.map(part, [(i + 1, k, n) for i, (k, n) in enumerate(plan)]))
+    if parts:
+        client.complete_multipart_upload(Bucket=BUCKET, Key=f"{scratch}/split", UploadId=up,
+                                         MultipartUpload={"Parts": parts})
+    timings["write"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rec = storage.join(new_version, "train.rec")
+    spans = list(range(0, window["bytes"], FLOOR_PART))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda a: storage.get_range(rec, a, min(FLOOR_PART, window["bytes"] - a)),
+                      spans))
+    timings["window"] = time.perf_counter() - t0
+    storage.delete_prefix(f"s3://{BUCKET}/{scratch}")
+    return {"seconds": sum(timings.values()),
+            **{f"{k}_s": round(v, 1) for k, v in timings.items()},
+            "listed": listed, "bytes": total, "upload": upload, "window": window["bytes"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-class", type=int, default=360, help="images per class (14 classes)")
     ap.add_argument("--shard-size", type=int, default=500)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--fraction", type=float, default=0.01)
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip timing each night's S3 floor (what any build must move)")
     args = ap.parse_args()
 
     rng = random.Random(12)
@@ -141,7 +240,7 @@ def main() -> int:
             "1 % removed": lambda: [storage.s3_client().delete_object(
                 Bucket=BUCKET, Key=f"raw/{key}") for key in rng.sample(images, k)],
         }
-        full = None
+        full, latest = None, None
         for name, change in nights.items():
             change()
             wall, result = build(spec, env, args.workers)
@@ -154,6 +253,15 @@ def main() -> int:
             print("             stages: " + ", ".join(
                 f"{stage} {s:.1f} s" for stage, s in result.get("seconds", {}).items()),
                 flush=True)
+            published = (result.get("publish") or {}).get("uri")
+            if latest and published and not args.no_floor:
+                f = floor_of_night(latest, published, f"s3://{BUCKET}/raw")
+                print(f"             floor: {f['seconds']:.1f} s = {f['seconds'] / full:.1%} "
+                      f"of full (list {f['listed']} keys {f['list_s']} s; write "
+                      f"{f['bytes'] / 1e6:.0f} MB of splits, {f['upload'] / 1e6:.0f} MB of it "
+                      f"sent, {f['write_s']} s; read the {f['window'] / 1e6:.0f} MB loader "
+                      f"window {f['window_s']} s)", flush=True)
+            latest = published or latest
     return 0
 
 

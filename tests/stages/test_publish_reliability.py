@@ -14,10 +14,10 @@ import uuid
 import pytest
 
 from recforge import pipeline, releases, storage
+from recforge.cli import verify
 from recforge.errors import ChecksumMismatch, VersionExistsError
 from recforge.format import names
 from recforge.run import Run
-from recforge.cli import verify
 from recforge.stages import publish
 from tests.common.sources import make_source, make_spec
 
