@@ -215,8 +215,12 @@ def list_in_key_order() -> None:
                     folder = prefix + rest.split(delimiter)[0] + delimiter
                     if not limit or folder > limit:
                         found.append(folder)
-                    end = folder[:-1] + chr(ord(folder[-1]) + 1)
-                    i = bisect.bisect_left(names, end, i + 1)
+                    if ord(folder[-1]) < sys.maxunicode:  # past every name under it
+                        end = folder[:-1] + chr(ord(folder[-1]) + 1)
+                        i = bisect.bisect_left(names, end, i + 1)
+                    else:
+                        while i < len(names) and names[i].startswith(folder):
+                            i += 1
                     continue
                 key = bucket.keys.get(name)
                 if key is not None and not isinstance(key, models.FakeDeleteMarker):
