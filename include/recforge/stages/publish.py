@@ -227,10 +227,11 @@ def release_staging(run: Run) -> dict:
     retried publish reads (the small files, the version choice) stays; so does the shard
     cache, which the next night builds from. A run that never publishes keeps its staging
     for diagnosis (``docs/operations.md``: expire it with a lifecycle rule)."""
-    doomed = [o for o in storage.list_objects(run.uri()) if o.key.endswith(".rec")]
-    for o in doomed:
-        storage.delete(run.uri(o.key))
-    released = {"files": len(doomed), "bytes": sum(o.size for o in doomed)}
+    doomed = [(storage.join(prefix, o.key), o.size)  # where .rec files live; not masks/,
+              for prefix in (run.out, run.uri("shards"))  # a staged PNG per image
+              for o in storage.list_objects(prefix) if o.key.endswith(".rec")]
+    storage.delete_many(uri for uri, _ in doomed)
+    released = {"files": len(doomed), "bytes": sum(size for _, size in doomed)}
     if doomed:
         log.info("publish: released %d staged record files (%d bytes) of run %s",
                  released["files"], released["bytes"], run.run_id)
