@@ -546,14 +546,23 @@ def delete_many(uris: Iterable[str]) -> int:
         else:
             local_path(uri).unlink(missing_ok=True)
     for bucket, keys in by_bucket.items():
-        _delete_keys(bucket, keys, f"s3://{bucket}")
+        refused = _delete_keys(bucket, keys, f"s3://{bucket}")
+        if refused:  # DeleteObjects answers 200 and lists the keys it could not delete
+            e = refused[0]
+            raise OSError(f"could not delete {len(refused)} of {len(keys)} objects in "
+                          f"s3://{bucket}, first {e.get('Key')!r}: {e.get('Code')} "
+                          f"{e.get('Message')}")
     return n
 
 
-def _delete_keys(bucket: str, keys: list[str], uri: str) -> None:
+def _delete_keys(bucket: str, keys: list[str], uri: str) -> list[dict]:
+    """Batches of 1,000; returns the per-key errors S3 reported."""
+    refused: list[dict] = []
     for i in range(0, len(keys), 1000):
         batch = {"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
-        _retrying(lambda b=batch: s3_client().delete_objects(Bucket=bucket, Delete=b), uri)
+        refused += _retrying(lambda b=batch: s3_client().delete_objects(
+            Bucket=bucket, Delete=b), uri).get("Errors", [])
+    return refused
 
 
 def delete_prefix(prefix_uri: str) -> int:
