@@ -150,8 +150,7 @@ def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
     blob = os.urandom(FLOOR_PART)
     t0 = time.perf_counter()
     up = client.create_multipart_upload(Bucket=BUCKET, Key=f"{scratch}/split")["UploadId"]
-    sizes = [FLOOR_PART] * (upload // FLOOR_PART) + ([upload % FLOOR_PART] if
-                                                       upload % FLOOR_PART else [])
+    full_puts, put_rest = divmod(upload, FLOOR_PART)
     src_bucket, src_key = storage.split_s3(storage.join(old_version, "train.rec"))
     src_size = storage.head(f"s3://{src_bucket}/{src_key}").size
     copied, copies = total - upload, []
@@ -173,7 +172,15 @@ def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
                 CopySourceRange=f"bytes={start}-{start + n - 1}")["CopyPartResult"]["ETag"]
         return {"PartNumber": i, "ETag": etag}
 
-    plan = [("put", n) for n in sizes] + [("copy", n) for n in copies]
+    copy_rest = copies.pop() if copies and copies[-1] < FLOOR_PART else 0
+    plan = [("put", FLOOR_PART)] * full_puts + [("copy", n) for n in copies]
+    # only the last part may be under 5 MiB: the shorter remainder goes last, and two short
+    # ones are sent as one (a few MiB more than the floor, only where both are short)
+    rest = sorted(((n, k) for k, n in (("put", put_rest), ("copy", copy_rest)) if n),
+                  reverse=True)
+    if len(rest) == 2 and rest[0][0] < MIN_PART:
+        rest = [(put_rest + copy_rest, "put")]
+    plan += [(k, n) for n, k in rest]
     with ThreadPoolExecutor(8) as pool:
         parts = list(pool.map(part, [(i + 1, k, n) for i, (k, n) in enumerate(plan)]))
     if parts:
