@@ -123,6 +123,21 @@ def _split_runs(new_rows: list[dict], old_index: dict) -> tuple[int, int]:
     return total, upload
 
 
+def write_plan(upload: int, copied: int, piece: int = FLOOR_PART) -> list[tuple[str, int]]:
+    """The parts of one split object, ``("put" | "copy", size)``: ``upload`` bytes sent and
+    ``copied`` bytes copied, in parts of ``piece``. Only the last part may be under
+    ``MIN_PART`` (S3's rule), so the shorter remainder goes last, and two short remainders
+    are sent as one (a few MiB more than the floor, and only where both are short)."""
+    full_puts, put_rest = divmod(upload, piece)
+    full_copies, copy_rest = divmod(copied, piece)
+    plan = [("put", piece)] * full_puts + [("copy", piece)] * full_copies
+    rest = sorted(((n, k) for k, n in (("put", put_rest), ("copy", copy_rest)) if n),
+                  reverse=True)
+    if len(rest) == 2 and rest[0][0] < MIN_PART:
+        rest = [(put_rest + copy_rest, "put")]
+    return plan + [(k, n) for n, k in rest]
+
+
 def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
     """What any build of this night must do on S3, whatever the packer, timed on the same
     server: list the source; write each split as one object (MXNet reads one ``.rec``),
@@ -150,14 +165,9 @@ def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
     blob = os.urandom(FLOOR_PART)
     t0 = time.perf_counter()
     up = client.create_multipart_upload(Bucket=BUCKET, Key=f"{scratch}/split")["UploadId"]
-    full_puts, put_rest = divmod(upload, FLOOR_PART)
     src_bucket, src_key = storage.split_s3(storage.join(old_version, "train.rec"))
     src_size = storage.head(f"s3://{src_bucket}/{src_key}").size
-    copied, copies = total - upload, []
-    while copied > 0:
-        n = min(FLOOR_PART, copied, src_size)
-        copies.append(n)
-        copied -= n
+    piece = min(FLOOR_PART, src_size)  # a copied part is a range of the previous train.rec
 
     def part(i_kind_n):
         i, kind, n = i_kind_n
@@ -165,22 +175,14 @@ def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
             etag = client.upload_part(Bucket=BUCKET, Key=f"{scratch}/split", UploadId=up,
                                       PartNumber=i, Body=blob[:n])["ETag"]
         else:
-            start = (i * FLOOR_PART) % max(1, src_size - n + 1)
+            start = (i * piece) % max(1, src_size - n + 1)
             etag = client.upload_part_copy(
                 Bucket=BUCKET, Key=f"{scratch}/split", UploadId=up, PartNumber=i,
                 CopySource={"Bucket": src_bucket, "Key": src_key},
                 CopySourceRange=f"bytes={start}-{start + n - 1}")["CopyPartResult"]["ETag"]
         return {"PartNumber": i, "ETag": etag}
 
-    copy_rest = copies.pop() if copies and copies[-1] < FLOOR_PART else 0
-    plan = [("put", FLOOR_PART)] * full_puts + [("copy", n) for n in copies]
-    # only the last part may be under 5 MiB: the shorter remainder goes last, and two short
-    # ones are sent as one (a few MiB more than the floor, only where both are short)
-    rest = sorted(((n, k) for k, n in (("put", put_rest), ("copy", copy_rest)) if n),
-                  reverse=True)
-    if len(rest) == 2 and rest[0][0] < MIN_PART:
-        rest = [(put_rest + copy_rest, "put")]
-    plan += [(k, n) for n, k in rest]
+    plan = write_plan(upload, total - upload, piece)
     with ThreadPoolExecutor(8) as pool:
         parts = list(pool.map(part, [(i + 1, k, n) for i, (k, n) in enumerate(plan)]))
     if parts:

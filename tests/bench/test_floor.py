@@ -53,3 +53,15 @@ def test_records_that_were_not_neighbours_start_a_new_run(bench):
         r["offset"] = at
     # runs [0,1] (4 MiB, not last: sent) and [3,4,5] (6 MiB: copied)
     assert bench._split_runs(new, index(old)) == (10 * MIB, 4 * MIB)
+
+
+@pytest.mark.parametrize("upload,copied", [(0, 0), (3 * MIB, 0), (0, 40 * MIB),
+                                           (33 * MIB, 2 * MIB), (2 * MIB, 33 * MIB),
+                                           (2 * MIB, 3 * MIB), (16 * MIB, 16 * MIB),
+                                           (7 * MIB, 20 * MIB + 1)])
+def test_the_write_plan_keeps_every_part_but_the_last_at_5_mib(bench, upload, copied):
+    plan = bench.write_plan(upload, copied, 16 * MIB)
+    assert all(n >= bench.MIN_PART for _, n in plan[:-1]), plan
+    assert sum(n for _, n in plan) == upload + copied
+    sent = sum(n for k, n in plan if k == "put")
+    assert upload <= sent <= upload + (bench.MIN_PART if copied % (16 * MIB) else 0)
