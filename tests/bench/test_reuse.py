@@ -76,3 +76,22 @@ def test_the_gate_checks_reused_numbers_against_todays_floors(tmp_path):
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["reused_from"]["created_at"] == first["created_at"]
     assert saved["dataset_version"] == "v2" and saved["passed"] is True
+
+
+def test_a_new_predecessor_in_classes_json_still_reuses_but_new_classes_do_not(tmp_path):
+    """Every version's classes.json names the version it was based on, so its bytes differ
+    every night: that provenance is not something the loader reads. The classes are."""
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    doc = json.loads((root / "classes.json").read_text())
+    (root / "classes.json").write_text(json.dumps({**doc, "based_on_version": "v0"}))
+    opts = BenchOptions(**{**FAST, "thread_grid": ()})
+    first = json.loads(json.dumps(run_benchmark(str(root), opts)))
+    nightly = shutil.copytree(root, tmp_path / "v2")
+    (nightly / "classes.json").write_text(json.dumps({"based_on_version": "v1", **doc},
+                                                     indent=2))
+    assert run_benchmark(str(nightly), opts, previous=first)["reused_from"]
+    renamed = shutil.copytree(root, tmp_path / "v3")
+    (renamed / "classes.json").write_text(json.dumps({**doc, "based_on_version": "v1",
+                                                      "num_classes": doc["num_classes"] + 1}))
+    assert "reused_from" not in run_benchmark(str(renamed), opts, previous=first)

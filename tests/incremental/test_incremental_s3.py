@@ -95,6 +95,9 @@ def test_no_change_publishes_nothing_unless_forced(bucket):
     assert _files(forced["publish"]["uri"]) == _files(first["uri"])
     manifest = storage.read_json(f"{forced['publish']['uri']}/manifest.json")
     assert manifest["content_id"] == forced["split"]["content_id"] == again["split"]["content_id"]
+    # the loader would read the same bytes: the forced version reuses the first's benchmark
+    bench = storage.read_json(f"{forced['publish']['uri']}/bench.json")
+    assert (bench.get("reused_from") or {}).get("dataset_version") == first["version"]
 
 
 def test_a_cache_object_that_does_not_verify_is_repacked(bucket, caplog):
