@@ -80,3 +80,39 @@ def test_changed_label_definition_fails_against_the_published_version(tmp_path):
     relaxed = parse_spec({**base, "labels": {"allow_renumbering": True}})
     assert remap_labels(Run(relaxed, "r"))["num_classes"] == 19
     assert storage.read_json(Run(relaxed, "r").classes)["based_on_version"] == "v1"
+
+
+def test_segmentation_nights_skip_without_change_and_rebuild_when_a_mask_changes(tmp_path):
+    """A segmentation dataset has the classification one's nightly behaviour: the same
+    images and masks again publish nothing; a mask with new bytes under the same key is a
+    change (the record's label bytes depend on it) and is built and reported."""
+    src = tmp_path / "src"
+    for n in range(6):
+        ids = block_ids(32, 24, [*range(34), 255], block=4, seed=40 + n)
+        img, mask = src / "img" / f"a/{n}.png", src / "lbl" / f"a/{n}_color.png"
+        img.parent.mkdir(parents=True, exist_ok=True)
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        img.write_bytes(png(np.random.default_rng(50 + n).integers(0, 256, (24, 32, 3),
+                                                                     np.uint8)))
+        mask.write_bytes(png(cityscapes_color(ids)))
+    spec = parse_spec({
+        "name": "city", "task": "segmentation",
+        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",
+                                               "mask_suffix": "_color.png"}},
+        "segmentation": {"colormap": "cityscapes"},
+        "splits": {"val_ratio": 0.3, "seed": 2},
+        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
+        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")},
+    })
+    first = pipeline.build(spec, run_id="s1", workers=1)
+    again = pipeline.build(spec, run_id="s2", workers=1)
+    assert again["no_change"] and again["publish"] is None
+    assert again["split"]["content_id"] == first["split"]["content_id"]
+    ids = block_ids(32, 24, [*range(34), 255], block=4, seed=99)
+    (src / "lbl" / "a" / "3_color.png").write_bytes(png(cityscapes_color(ids)))
+    third = pipeline.build(spec, run_id="s3", workers=1)
+    assert not third["no_change"]
+    assert third["split"]["content_id"] != first["split"]["content_id"]
+    changes = third["merge"]["changes"]
+    assert changes["objects"]["changed"]["count"] == 1, changes
+    assert third["publish"]["version"] != first["publish"]["version"]
