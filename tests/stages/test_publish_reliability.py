@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 import uuid
 
 import pytest
@@ -270,15 +271,9 @@ def test_conditional_writes_and_exact_multipart_copy(bucket, tmp_path):
         storage.write_json(uri, {"n": 4}, if_match=storage.head(uri).etag)
         assert storage.read_json(uri) == {"n": 4}
 
-    client, key = storage.s3_client(), "big/two-parts.bin"
+    key = "big/two-parts.bin"
     body = [bytes([i]) * (5 * 1024 * 1024 + i) for i in range(2)]
-    mpu = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-    parts = [{"PartNumber": n + 1, "ETag": client.upload_part(
-        Bucket=bucket, Key=key, UploadId=mpu, PartNumber=n + 1, Body=b)["ETag"]}
-        for n, b in enumerate(body)]
-    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mpu,
-                                     MultipartUpload={"Parts": parts})
-    src = storage.head(f"s3://{bucket}/{key}")
+    src = _multipart(bucket, key, body)
     assert src.etag.endswith("-2")
     dst = storage.copy_exact(f"s3://{bucket}/{key}", f"s3://{bucket}/copy/{key}")
     assert (dst.size, dst.etag) == (src.size, src.etag)
@@ -376,3 +371,49 @@ def test_a_publish_killed_with_sigkill_is_invisible_and_resumed(staged):
         assert checksum_entry(storage.join(version, name), f) == {
             k: f[k] for k in ("size", "sha256", "parts") if k in f}, name
     assert releases.read_latest(run.spec)["uri"] == version
+
+
+def test_copy_exact_copies_many_parts_at_once_in_order(bucket, monkeypatch):
+    """A composed split has one part per shard (a thousand at ImageNet size): the parts are
+    copied several at a time, and the copy is still the source byte for byte, same ETag."""
+    key = "big/many-parts.bin"
+    body = [bytes([65 + i]) * (5 * 1024 * 1024 + 7 * i) for i in range(5)] + [b"tail"]
+    src = _multipart(bucket, key, body)
+    active, most, lock = [0], [0], threading.Lock()
+    real_client = storage.s3_client
+
+    class Counting:  # how many part copies are in flight at once
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def upload_part_copy(self, **kw):
+            with lock:
+                active[0] += 1
+                most[0] = max(most[0], active[0])
+            try:
+                time.sleep(0.05)
+                return self.inner.upload_part_copy(**kw)
+            finally:
+                with lock:
+                    active[0] -= 1
+
+    monkeypatch.setattr(storage, "s3_client", lambda: Counting(real_client()))
+    dst = storage.copy_exact(f"s3://{bucket}/{key}", f"s3://{bucket}/copy/{key}")
+    assert (dst.size, dst.etag) == (src.size, src.etag)
+    assert storage.get_bytes(f"s3://{bucket}/copy/{key}") == b"".join(body)
+    assert most[0] > 1
+
+
+def _multipart(bucket: str, key: str, body: list[bytes]) -> storage.ObjectInfo:
+    """Upload ``body`` as one multipart object, a part each; returns its HEAD."""
+    client = storage.s3_client()
+    mpu = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = [{"PartNumber": n + 1, "ETag": client.upload_part(
+        Bucket=bucket, Key=key, UploadId=mpu, PartNumber=n + 1, Body=b)["ETag"]}
+        for n, b in enumerate(body)]
+    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mpu,
+                                     MultipartUpload={"Parts": parts})
+    return storage.head(f"s3://{bucket}/{key}")
