@@ -5,7 +5,7 @@ replaces, on the local moto S3 server; then the bookkeeping of a 1.28 M-record m
 composition check of it.
 
     PYTHONPATH=include .venv/bin/python benchmarks/bench_merge.py [--shards 24]
-        [--shard-mib 10] [--records 1280000] [--skip-bookkeeping]
+        [--shard-mib 10] [--records 1280000] [--skip-bookkeeping] [--skip-latency]
 """
 
 from __future__ import annotations
@@ -82,6 +82,38 @@ def s3_section(args) -> None:
         print(f"  train.rec byte-identical to the old merge's: {same}")
 
 
+def latency_section(args) -> None:
+    """Merge's reads of the shards' small files (``shard.json``, ``.idx``, ``.lst``,
+    ``records.jsonl``, ``quarantine.jsonl``) through a proxy that holds every response back
+    0-``2 x --latency-ms`` (S3's per-request latency, which the loopback server lacks): one
+    at a time (the code before session 6) and ``merge.READ_THREADS`` at a time."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from recforge.dev import s3server
+    from recforge.stages import merge
+    from tests.common.faultproxy import running_proxy
+
+    with s3server.running_server() as endpoint, tempfile.TemporaryDirectory() as tmp:
+        os.environ.update(s3server.DEV_CREDENTIALS)
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        storage.s3_client().create_bucket(Bucket="bench-latency")
+        run = Run(bench_spec("s3://bench-latency/datasets"), "latency")
+        stage_shards(run, Path(tmp), args.latency_shards, 50, 1024)
+        with running_proxy(endpoint, rate=1.0, modes=("delay",),
+                           max_delay_s=2 * args.latency_ms / 1000) as proxy:
+            os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
+            took, threads_now = {}, merge.READ_THREADS
+            for threads in (1, threads_now):
+                merge.READ_THREADS = threads
+                started = time.perf_counter()
+                merge.merge(run)
+                took[threads] = time.perf_counter() - started
+            merge.READ_THREADS = threads_now
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        print(f"\nlatency: merge of {args.latency_shards} shards with ~{args.latency_ms} ms a "
+              f"request: their files read one at a time {took[1]:.1f} s, {threads_now} at a "
+              f"time {took[threads_now]:.1f} s: {took[1] / took[threads_now]:.1f}x")
+
+
 def bookkeeping_section(args) -> None:
     """Stage 1.28 M tiny records locally in a child process, then merge them here."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,6 +149,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_280_000)
     ap.add_argument("--skip-bookkeeping", action="store_true")
     ap.add_argument("--skip-s3", action="store_true")
+    ap.add_argument("--latency-shards", type=int, default=200)
+    ap.add_argument("--latency-ms", type=float, default=20.0)
+    ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--stage-local", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stage_local:
@@ -129,6 +164,8 @@ def main() -> None:
             [sys.executable, __file__, "--skip-s3", "--records", str(args.records)],
             stdout=subprocess.PIPE, text=True, check=True).stdout
         s3_section(args)
+        if not args.skip_latency:
+            latency_section(args)
         print(bookkeeping or "", end="")
     elif not args.skip_bookkeeping:
         bookkeeping_section(args)

@@ -234,3 +234,29 @@ def test_a_shard_without_its_metadata_fails_the_merge_naming_it(bucket, tmp_path
         Bucket=bucket, Key=storage.split_s3(run.shard_output("train-00000", names.SHARD_META))[1])
     with pytest.raises(ValidationFailed, match="train-00000/shard.json is missing.*pack task"):
         merge.merge(run)
+
+
+def test_shards_read_ahead_merge_as_one_at_a_time_and_a_failed_read_fails(bucket, tmp_path,
+                                                                           monkeypatch):
+    """Merge reads the shards' small files READ_THREADS at a time: the output is the one a
+    read at a time gives, in shard order, and a shard file that cannot be read fails the
+    merge as a serial read did — never a shard silently left out."""
+    run, _ = _staged_run(bucket, tmp_path, [3, 4, 2, 5, 1, 3])
+    got = {}
+    for threads in (1, 8):
+        monkeypatch.setattr(merge, "READ_THREADS", threads)
+        merge.merge(run)
+        got[threads] = {name: storage.get_bytes(run.output(name)) for name in
+                        ("train.idx", "train.lst", names.RECORDS, names.SUMMARY,
+                         names.QUARANTINE)}
+    assert got[1] == got[8]
+    keys = [json.loads(line)["key"] for line in got[8][names.RECORDS].splitlines()]
+    assert keys == sorted(keys) and len(keys) == 18
+    storage.delete(run.shard_output("train-00003", names.RECORDS))
+    for threads in (1, 8):
+        monkeypatch.setattr(merge, "READ_THREADS", threads)
+        with pytest.raises(Exception) as failed:
+            merge.merge(run)
+        assert "NoSuchKey" in str(failed.value)
+        assert any("train-00003" in note for note in failed.value.__notes__)
+        assert not storage.exists(run.checksums("merge"))
