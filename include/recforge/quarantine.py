@@ -29,6 +29,9 @@ FIXES = {
     "too_many_pixels": "larger than pack.max_pixels (decompression-bomb guard), or would be "
     "once resized; downscale or crop it, or raise pack.max_pixels",
     "zero_size": "the header gives the image no pixels (width or height 0); re-export it",
+    "decoder_crashed": "the image crashed, exhausted or stalled the decoder (a process of its "
+    "own died on it; the detail says how); it is damaged or crafted: re-export it from the "
+    "original, or remove it",
     "jpeg_size_limit": "JPEG cannot hold a side over 65,500 pixels; crop or downscale it, or "
     "pack as PNG (pack.encoding / --encoding .png)",
     "not_regular_file": "a FIFO, device, socket or directory, not an image file; list only "

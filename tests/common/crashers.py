@@ -1,0 +1,24 @@
+"""Stand-ins for a decoder that a crafted image crashes or stalls: ``imaging.process``,
+except on bytes that start with a marker. Module-level, so a spawned child can import them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from recforge import imaging
+
+SEGFAULT = b"CRASH-SEGV"  # the process dies of SIGSEGV, as in a C decoder's bad read
+ABORT = b"CRASH-ABRT"  # an abort() inside a library
+STALL = b"CRASH-HANG"  # a decode that never returns
+
+
+def process_or_crash(data: bytes, opts: imaging.PackOptions) -> imaging.EncodedImage:
+    if data.startswith(SEGFAULT):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if data.startswith(ABORT):
+        os.abort()
+    if data.startswith(STALL):
+        time.sleep(3600)
+    return imaging.process(data, opts)
