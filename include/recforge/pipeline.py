@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from recforge import stages
 from recforge.progress import Progress, quiet_worker
@@ -40,6 +41,32 @@ def _shard_stages(args: tuple[DatasetSpec, str, tuple[str, ...], str]) -> dict:
         except Exception:
             raise RuntimeError(f"shard {shard}: {type(exc).__name__}: {exc}") from None
         raise
+
+
+def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> list[dict]:
+    """Each job's ``_shard_stages`` in a pool of ``workers`` processes, results in job
+    order; ``submitted()`` is called once the jobs are submitted. A worker that dies without
+    a Python error (a decoder crash, the memory limit) breaks the whole pool: the shards
+    not finished then run once more in a new pool, where pack finds their attempt markers
+    and decodes each image in a child process (``recforge.crash_isolation``), so the
+    image responsible is quarantined. A second break raises."""
+    results: dict[int, dict] = {}
+    for attempt in range(2):
+        todo = [k for k in range(len(jobs)) if k not in results]
+        try:
+            with ProcessPoolExecutor(workers) as pool:
+                futures = {pool.submit(_shard_stages, jobs[k]): k for k in todo}
+                submitted()
+                for f in as_completed(futures):
+                    results[futures[f]] = f.result()
+                    progress.update()
+        except BrokenProcessPool:
+            if attempt:
+                raise
+            log.warning("a shard worker died without an error (a decoder crash or the memory "
+                        "limit); running the %d unfinished shards again, each image decoded "
+                        "in a child process", len(jobs) - len(results))
+    return [results[k] for k in range(len(jobs))]
 
 
 def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
@@ -113,19 +140,21 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
                     done.append(_shard_stages(j))
                     shards_done.update()
             else:
-                with ProcessPoolExecutor(n) as pool:
-                    futures = [pool.submit(_shard_stages, j) for j in jobs]
+                warming = None
+
+                def submitted(later=tuple(m for st in plan[i:] for m in st.imports)):
                     # the workers exist now (with fork the first submit starts them all;
                     # spawn and forkserver never fork this process), and this thread only
                     # waits for them: the one time the imports race nothing
-                    later = [m for st in plan[i:] for m in st.imports]
-                    warming = warm_imports(later) if not warmed else None
-                    warmed = True
-                    for _ in as_completed(futures):
-                        shards_done.update()
-                    done = [f.result() for f in futures]
-                if warming is not None:  # two threads importing one package with import
-                    warming.join()       # cycles (GX has them) can see it half-initialised
+                    nonlocal warming, warmed
+                    if not warmed:
+                        warming, warmed = warm_imports(later), True
+
+                try:
+                    done = shards_in_pool(jobs, n, submitted, shards_done)
+                finally:  # two threads importing one package with import cycles (GX
+                    if warming is not None:  # has them) can see it half-initialised
+                        warming.join()
             shards_done.close()
             for t in task_ids:
                 result[t] = [d[t] for d in done]

@@ -15,6 +15,7 @@ SHARD_PART = "part"
 RECORDS = "records.jsonl"  # one row per record: key, offset, length, size, label, provenance
 QUARANTINE = "quarantine.jsonl"  # every object not packed, with its reason and fix
 SHARD_META = "shard.json"  # written last by pack: size + SHA-256 of each file above
+PACK_ATTEMPT = "pack_attempt.json"  # beside shard.json while a pack attempt runs
 
 # a version (and a run's out/, which is published as it is)
 CLASSES = "classes.json"

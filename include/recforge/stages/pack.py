@@ -16,17 +16,19 @@ names, so a retried shard overwrites itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from recforge import phash, quarantine, storage
+from recforge import crash_isolation, phash, quarantine, storage
 from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
-from recforge.imaging import ImageRejected, PackOptions, process
+from recforge.imaging import EncodedImage, ImageRejected, PackOptions, process
 from recforge.incremental import cache
 from recforge.progress import Progress
 from recforge.quarantine import QuarantineEntry
@@ -39,8 +41,11 @@ CACHED_FILES = names.shard_files()
 
 
 def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
-               stage: str = "pack", fetch_threads: int = 8) -> dict:
-    """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output."""
+               stage: str = "pack", fetch_threads: int = 8,
+               processor: Callable[[bytes], EncodedImage] | None = None) -> dict:
+    """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output.
+    ``processor`` (default: ``imaging.process`` in this process) turns source bytes into
+    the record image; an ``IsolatedProcessor`` runs it in a child process."""
     refused: list[QuarantineEntry] = []
     manifest: list[dict] = []
     progress = Progress(f"{stage} {workdir.name}", len(rows), log)
@@ -55,7 +60,7 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
             try:
                 if isinstance(data, Exception):
                     raise ImageRejected(*quarantine.fetch_reason(data))
-                img = process(data, opts)
+                img = processor(data) if processor is not None else process(data, opts)
             except ImageRejected as exc:
                 refused.append(QuarantineEntry(key, stage, exc.reason, exc.detail))
                 log.warning("quarantined %s: %s (%s)", key, exc.reason, exc.detail)
@@ -111,6 +116,30 @@ def upload_shard(run: Run, shard_id: str, work: Path, masks: bool) -> None:
 
 
 def pack(run: Run, shard_id: str) -> dict:
+    """Pack one shard. An attempt marker lives beside ``shard.json`` while it runs and is
+    removed however the attempt ends in Python (success or an exception); one still there
+    at the start means the previous attempt died without an error — a decoder crash, the
+    memory limit, a kill — so this attempt decodes each image in a child process
+    (``recforge.crash_isolation``) and quarantines the one that kills it."""
+    attempt = run.shard_output(shard_id, names.PACK_ATTEMPT)
+    isolated = storage.exists(attempt)
+    if isolated:
+        log.warning("shard %s: the previous attempt died without an error (a decoder crash, "
+                    "the memory limit or a kill); decoding each image in a child process, so "
+                    "an image that kills the decoder is quarantined as %s", shard_id,
+                    crash_isolation.REASON)
+    storage.write_json(attempt, {"run_id": run.run_id, "isolated": isolated})
+    try:
+        return _pack(run, shard_id, isolated)
+    finally:
+        try:
+            storage.delete(attempt)
+        except Exception as exc:  # noqa: BLE001 (the shard's own outcome matters more)
+            log.warning("shard %s: could not remove %s (%s); a retry will decode in "
+                        "isolation", shard_id, attempt, exc)
+
+
+def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
     spec = run.spec
     segmentation = spec.task == "segmentation"
     with tempfile.TemporaryDirectory(prefix=f"recforge-{shard_id}-") as tmp:
@@ -127,7 +156,7 @@ def pack(run: Run, shard_id: str) -> dict:
             upload_shard(run, shard_id, work, masks=True)
         else:
             rows = storage.read_jsonl(run.shard_plan(shard_id))
-            counts = pack_cached(run, shard_id, rows, work)
+            counts = pack_cached(run, shard_id, rows, work, isolated)
             if counts.get("reused"):
                 return {"shard": shard_id, **counts}
     log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
@@ -135,7 +164,8 @@ def pack(run: Run, shard_id: str) -> dict:
     return {"shard": shard_id, **counts}
 
 
-def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path) -> dict:
+def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
+                isolated: bool = False) -> dict:
     """Classification through the shard cache (``recforge.incremental.cache``): the shard's
     bytes live in its cache entry and the run's ``shard.json`` points there (``files_at``).
     An unchanged shard that verifies costs nothing more (``reused``); a changed one is
@@ -149,8 +179,11 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path) -> dict:
                  counts["packed"])
     else:
         opts = PackOptions.from_spec(run.spec.pack)
-        counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
-            chunk, run.spec.source.uri, opts, d))
+        with contextlib.ExitStack() as stack:
+            processor = (stack.enter_context(crash_isolation.IsolatedProcessor(opts))
+                         if isolated else None)
+            counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
+                chunk, run.spec.source.uri, opts, d, processor=processor))
         meta = describe_shard(run, shard_id, work, masks=False)
         entry = cache.write_entry(run, rows, work, CACHED_FILES, meta, counts)
         log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,
