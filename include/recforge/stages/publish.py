@@ -155,9 +155,13 @@ def _clean_orphans(root: str, own: str, grace_s: float) -> None:
     """Delete version folders without a manifest, claimed more than ``grace_s`` ago (or not
     at all): publishes that crashed and were never resumed."""
     now = datetime.now(UTC)
-    for v in storage.list_dirs(root):
+    others = [v for v in storage.list_dirs(root) if v != own]
+    with ThreadPoolExecutor(COPY_THREADS) as pool:  # one HEAD a version: a nightly dataset
+        complete = list(pool.map(  # has hundreds after a year
+            lambda v: storage.exists(storage.join(root, v, names.MANIFEST)), others))
+    for v, done in zip(others, complete, strict=True):
         base = storage.join(root, v)
-        if v == own or storage.exists(storage.join(base, names.MANIFEST)):
+        if done:
             continue
         claim_uri = storage.join(base, names.CLAIM)
         claim = storage.read_json(claim_uri) if storage.exists(claim_uri) else {}
