@@ -14,12 +14,15 @@ the same bytes); the child is started again for the next image.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import pickle
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from recforge.imaging import EncodedImage, ImageRejected, PackOptions, process
+from recforge import storage
+from recforge.imaging import ImageRejected, process
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 120.0  # one image; a decode of the largest image pack.max_pixels allows is ~1 s
@@ -28,7 +31,10 @@ TARGET = process  # what the child runs on each image's bytes (with the pack opt
 
 
 def _serve(conn, target: Callable, opts) -> None:
-    """The child: decode what arrives until told to stop (None) or the pipe closes."""
+    """The child: decode what arrives until told to stop (None) or the pipe closes. What
+    the target raises goes back to be raised in the parent as the same type: a refusal
+    (``ImageRejected`` and its kinds) by reason and detail, anything else pickled when it
+    survives that, else as text."""
     while True:
         try:
             data = conn.recv()
@@ -39,9 +45,13 @@ def _serve(conn, target: Callable, opts) -> None:
         try:
             conn.send(("ok", target(data, opts)))
         except ImageRejected as exc:
-            conn.send(("rejected", exc.reason, exc.detail))
-        except Exception as exc:  # noqa: BLE001 (a bug, not the image: the parent raises it)
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            conn.send(("rejected", type(exc), exc.reason, exc.detail))
+        except Exception as exc:  # noqa: BLE001 (raised again in the parent)
+            try:
+                pickle.loads(pickle.dumps(exc))
+                conn.send(("raised", exc))
+            except Exception:  # noqa: BLE001 (an exception pickle cannot rebuild)
+                conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
 def how_it_ended(exitcode: int | None) -> str:
@@ -59,18 +69,20 @@ def how_it_ended(exitcode: int | None) -> str:
 
 
 class IsolatedProcessor:
-    """``processor(data)`` = ``target(data, opts)`` (default ``TARGET``), run in a
-    child process; raises ``ImageRejected`` as the target does, and ``decoder_crashed``
-    when the child dies or stalls on the image. A context manager (stops the child).
+    """``processor(data)`` = ``target(data, opts)`` (default ``TARGET``: ``data`` an
+    image's bytes, ``opts`` the ``PackOptions``), run in a child process; raises what the
+    target raises, and ``rejected("decoder_crashed", …)`` when the child dies or stalls on
+    the input. A context manager (stops the child).
 
     The child is spawned, not forked: the parent runs fetch threads, and a forked child
     can inherit a lock one of them held. ``target`` must therefore be importable by name
     (a module-level function)."""
 
-    def __init__(self, opts: PackOptions, target: Callable | None = None,
-                 timeout_s: float | None = None):
+    def __init__(self, opts, target: Callable | None = None, timeout_s: float | None = None,
+                 rejected: type[ImageRejected] = ImageRejected):
         self.opts, self.target = opts, target or TARGET
         self.timeout_s = timeout_s or TIMEOUT_S
+        self.rejected = rejected  # the refusal a crash raises (MaskRejected for masks)
         self._ctx = multiprocessing.get_context("spawn")
         self._child = None
         self._conn = None
@@ -93,7 +105,7 @@ class IsolatedProcessor:
         conn.close()
         return how_it_ended(child.exitcode)
 
-    def __call__(self, data: bytes) -> EncodedImage:
+    def __call__(self, data):
         if self._child is None:
             self._start()
         try:
@@ -108,11 +120,13 @@ class IsolatedProcessor:
             what = (f"the decoder's child process {ended} on this image" if answered else
                     f"the decoder gave no answer in {self.timeout_s:.0f} s (it loops or "
                     f"stalls on this image); its child process was stopped")
-            raise ImageRejected(REASON, what)
+            raise self.rejected(REASON, what)
         if msg[0] == "ok":
             return msg[1]
         if msg[0] == "rejected":
-            raise ImageRejected(msg[1], msg[2])
+            raise msg[1](msg[2], msg[3])
+        if msg[0] == "raised":
+            raise msg[1]
         raise RuntimeError(f"isolated decode failed: {msg[1]}")
 
     def close(self) -> None:
@@ -128,3 +142,26 @@ class IsolatedProcessor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def attempt_marker(uri: str, what: str) -> Iterator[bool]:
+    """Mark an attempt at ``uri`` while the block runs; yields whether the previous attempt
+    died without an error (its marker was still there), in which case the block should
+    decode in isolation. The marker is removed however the block ends in Python — success
+    or an exception, whose retry then runs as usual — so only a process that died leaves
+    one behind."""
+    isolated = storage.exists(uri)
+    if isolated:
+        log.warning("%s: the previous attempt died without an error (a decoder crash, the "
+                    "memory limit or a kill); decoding each input in a child process, so "
+                    "one that kills the decoder is quarantined as %s", what, REASON)
+    storage.write_json(uri, {"isolated": isolated})
+    try:
+        yield isolated
+    finally:
+        try:
+            storage.delete(uri)
+        except Exception as exc:  # noqa: BLE001 (the attempt's own outcome matters more)
+            log.warning("%s: could not remove %s (%s); a retry will decode in isolation",
+                        what, uri, exc)

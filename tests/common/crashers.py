@@ -22,3 +22,18 @@ def process_or_crash(data: bytes, opts: imaging.PackOptions) -> imaging.EncodedI
     if data.startswith(STALL):
         time.sleep(3600)
     return imaging.process(data, opts)
+
+
+def decode_or_crash(data: bytes, opts: imaging.PackOptions):
+    """``imaging.decode``, except on marked bytes (the segmentation image decode)."""
+    if data.startswith(SEGFAULT):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return imaging.decode(data, opts)
+
+
+def convert_or_crash(data_and_key: tuple[bytes, str], converter):
+    """``MaskConverter.convert``, except on marked bytes (the mask conversion)."""
+    data, key = data_and_key
+    if data.startswith(SEGFAULT):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return converter.convert(data, key)

@@ -73,3 +73,21 @@ def expected_train_ids(ids: np.ndarray) -> np.ndarray:
     table[18] = 5     # polegroup drawn (153,153,153) = pole's colour
     table[255] = 13   # license plate drawn (0,0,142) = car's colour
     return table[ids]
+
+
+def write_city_pairs(src, n: int, seed: int = 0, w: int = 32, h: int = 24) -> list[dict]:
+    """``n`` random photos ``src/img/a/<i>.png`` with Cityscapes colour masks
+    ``src/lbl/a/<i>_color.png`` (the ``images: img, masks: lbl, mask_suffix: _color.png``
+    layout); returns pack-stage rows for them (record key, name, source and mask keys)."""
+    rows = []
+    for i in range(n):
+        ids = block_ids(w, h, [*range(34), 255], block=4, seed=seed + i)
+        img, mask = src / "img" / f"a/{i}.png", src / "lbl" / f"a/{i}_color.png"
+        img.parent.mkdir(parents=True, exist_ok=True)
+        mask.parent.mkdir(parents=True, exist_ok=True)
+        pixels = np.random.default_rng(seed + 1000 + i).integers(0, 256, (h, w, 3), np.uint8)
+        img.write_bytes(png(pixels))
+        mask.write_bytes(png(cityscapes_color(ids)))
+        rows.append({"record_key": i + 1, "name": f"a/{i}", "source_key": f"img/a/{i}.png",
+                     "mask_key": f"lbl/a/{i}_color.png"})
+    return rows

@@ -14,6 +14,7 @@ from tests.common.segdata import (
     coord_image,
     expected_train_ids,
     png,
+    write_city_pairs,
 )
 from tests.common.sources import SMALL_BENCH
 
@@ -87,14 +88,7 @@ def test_segmentation_nights_skip_without_change_and_rebuild_when_a_mask_changes
     images and masks again publish nothing; a mask with new bytes under the same key is a
     change (the record's label bytes depend on it) and is built and reported."""
     src = tmp_path / "src"
-    for n in range(6):
-        ids = block_ids(32, 24, [*range(34), 255], block=4, seed=40 + n)
-        img, mask = src / "img" / f"a/{n}.png", src / "lbl" / f"a/{n}_color.png"
-        img.parent.mkdir(parents=True, exist_ok=True)
-        mask.parent.mkdir(parents=True, exist_ok=True)
-        img.write_bytes(png(np.random.default_rng(50 + n).integers(0, 256, (24, 32, 3),
-                                                                     np.uint8)))
-        mask.write_bytes(png(cityscapes_color(ids)))
+    write_city_pairs(src, 6, seed=40)
     spec = parse_spec({
         "name": "city", "task": "segmentation",
         "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",

@@ -16,6 +16,7 @@ RECORDS = "records.jsonl"  # one row per record: key, offset, length, size, labe
 QUARANTINE = "quarantine.jsonl"  # every object not packed, with its reason and fix
 SHARD_META = "shard.json"  # written last by pack: size + SHA-256 of each file above
 PACK_ATTEMPT = "pack_attempt.json"  # beside shard.json while a pack attempt runs
+MASKS_ATTEMPT = "convert_attempt.json"  # beside a shard's converted masks, likewise
 
 # a version (and a run's out/, which is published as it is)
 CLASSES = "classes.json"

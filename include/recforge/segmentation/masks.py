@@ -61,7 +61,7 @@ class UnknownMaskValues(RecforgeFailure, ValueError):
     """A mask holds colours/ids the label definition does not know (``on_unknown="error"``)."""
 
     def __init__(self, name: str, colormap: str, values: list[UnknownValue], total: int):
-        self.name, self.values, self.total = name, values, total
+        self.name, self.colormap, self.values, self.total = name, colormap, values, total
         first = values[0]
         more = "".join(f"; {v.what} × {v.pixels} px (first at x={v.x}, y={v.y})"
                        for v in values[1:])
@@ -71,6 +71,9 @@ class UnknownMaskValues(RecforgeFailure, ValueError):
             f"{total} unknown pixels in all. Fix: add the value(s) to the colour map "
             "(docs/segmentation.md) or set on_unknown: ignore (--on-unknown ignore) to map "
             "them to the ignore index and count them")
+
+    def __reduce__(self):  # rebuilt from its fields (a decode in a child process raises it)
+        return type(self), (self.name, self.colormap, self.values, self.total)
 
 
 @dataclass(frozen=True)
@@ -463,11 +466,18 @@ class ConvertedRows:
     report: dict
 
 
+def convert_keyed(data_and_key: tuple[bytes, str], converter: MaskConverter) -> MaskResult:
+    """``converter.convert(data, key)`` as a ``crash_isolation`` target (data, opts)."""
+    return converter.convert(*data_and_key)
+
+
 def convert_rows(rows: list[dict], source_uri: str, out_uri: str, converter: MaskConverter, *,
                  compression: int = 1, fetch_threads: int = 8,
-                 stage: str = "masks") -> ConvertedRows:
+                 stage: str = "masks", convert=None) -> ConvertedRows:
     """Convert the masks of planned pair rows (``mask_key`` relative to ``source_uri``) into
     ``out_uri/<mask_key stem>.png``; the caller stores the returned rows and reports.
+    ``convert`` (default: ``converter.convert`` in this process) takes ``(data, key)``; an
+    ``IsolatedProcessor`` over :func:`convert_keyed` runs it in a child process.
 
     Unknown values raise ``UnknownMaskValues`` (the run fails) unless the converter ignores
     them; masks that cannot be fetched or decoded are quarantined with their image.
@@ -483,7 +493,7 @@ def convert_rows(rows: list[dict], source_uri: str, out_uri: str, converter: Mas
         try:
             if isinstance(data, Exception):
                 raise MaskRejected(*quarantine.fetch_reason(data))
-            res = converter.convert(data, mkey)
+            res = convert((data, mkey)) if convert else converter.convert(data, mkey)
         except MaskRejected as exc:
             refused += pair_refusal(row, stage, exc.reason, exc.detail)
             log.warning("quarantined pair %s: %s (%s)", mkey, exc.reason, exc.detail)

@@ -81,7 +81,7 @@ def _mask_array(pair: SegPair, converter: MaskConverter | None) -> np.ndarray:
 
 def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptions, *,
                name: str = "part", converter: MaskConverter | None = None,
-               stage: str = "pack", total: int | None = None) -> dict:
+               stage: str = "pack", total: int | None = None, decode_image=None) -> dict:
     """Write ``workdir/<name>.rec/.idx``, ``<name>_mask.rec/.idx``, ``<name>.lst``,
     ``records.jsonl`` and ``quarantine.jsonl``. Returns ``{"packed", "quarantined"}``.
 
@@ -89,6 +89,8 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
     image or mask cannot be read, or whose sizes differ, is quarantined (both objects).
     Masks are converted with ``converter`` when given, else must already be class ids;
     unknown colours raise ``UnknownMaskValues`` (the run fails, as the spec asks).
+    ``decode_image`` (default: ``imaging.decode`` in this process) decodes an image's
+    bytes; an ``IsolatedProcessor`` over ``imaging.decode`` runs it in a child process.
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -104,7 +106,8 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
                     if isinstance(part, Exception):
                         reason, detail = quarantine.fetch_reason(part)
                         raise ImageRejected(reason, f"{what}: {detail}")
-                img = decode(pair.image, opts.image)
+                img = (decode_image(pair.image) if decode_image is not None else
+                       decode(pair.image, opts.image))
                 mask = _mask_array(pair, converter)
                 check_same_size((img.shape[1], img.shape[0]), (mask.shape[1], mask.shape[0]),
                                 pair.name)
@@ -145,7 +148,7 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
 def pack_pair_rows(rows: list[dict], image_base_uri: str, workdir: str | Path,
                    opts: SegPackOptions, *, mask_base_uri: str | None = None,
                    converter: MaskConverter | None = None, fetch_threads: int = 8,
-                   name: str = "part", stage: str = "pack") -> dict:
+                   name: str = "part", stage: str = "pack", decode_image=None) -> dict:
     """Fetch and pack planned pair rows: ``record_key``, ``name``, ``source_key`` (image,
     relative to ``image_base_uri``) and either ``mask_uri`` (a converted mask in staging)
     or ``mask_key`` (relative to ``mask_base_uri``, default ``image_base_uri``)."""
@@ -163,4 +166,4 @@ def pack_pair_rows(rows: list[dict], image_base_uri: str, workdir: str | Path,
             yield SegPair(r["record_key"], r.get("name", r["source_key"]), image, mask, r)
 
     return pack_pairs(pairs(), workdir, opts, name=name, converter=converter, stage=stage,
-                      total=len(rows))
+                      total=len(rows), decode_image=decode_image)

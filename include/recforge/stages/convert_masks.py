@@ -6,21 +6,36 @@ and a conversion report (pixels per class, unknown colours).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
-from recforge import quarantine, storage
+from recforge import crash_isolation, quarantine, storage
+from recforge.format import names
 from recforge.run import Run
-from recforge.segmentation.masks import convert_rows, converter_for
+from recforge.segmentation.masks import MaskRejected, convert_keyed, convert_rows, converter_for
 from recforge.spec import specs_dir
 
 log = logging.getLogger(__name__)
 
 
 def convert_masks(run: Run, shard_id: str) -> dict:
+    """Convert one shard's masks. Like ``pack``, an attempt that follows one that died
+    without an error (``crash_isolation.attempt_marker``) decodes each mask in a child
+    process and quarantines the pair whose mask kills the decoder."""
+    with crash_isolation.attempt_marker(run.masks(shard_id, names.MASKS_ATTEMPT),
+                                        f"masks {shard_id}") as isolated:
+        return _convert_masks(run, shard_id, isolated)
+
+
+def _convert_masks(run: Run, shard_id: str, isolated: bool) -> dict:
     seg = run.spec.segmentation
     rows = storage.read_jsonl(run.shard_plan(shard_id))
-    result = convert_rows(rows, run.spec.source.uri, run.masks(shard_id),
-                          converter_for(seg, specs_dir()), compression=seg.mask_compression)
+    converter = converter_for(seg, specs_dir())
+    with contextlib.ExitStack() as stack:
+        convert = (stack.enter_context(crash_isolation.IsolatedProcessor(
+            converter, target=convert_keyed, rejected=MaskRejected)) if isolated else None)
+        result = convert_rows(rows, run.spec.source.uri, run.masks(shard_id), converter,
+                              compression=seg.mask_compression, convert=convert)
     storage.write_jsonl(run.converted_masks(shard_id), result.converted)
     storage.put_bytes(run.mask_quarantine(shard_id), quarantine.dumps(result.refused))
     storage.write_json(run.mask_report(shard_id), result.report)

@@ -28,7 +28,7 @@ from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
-from recforge.imaging import EncodedImage, ImageRejected, PackOptions, process
+from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process
 from recforge.incremental import cache
 from recforge.progress import Progress
 from recforge.quarantine import QuarantineEntry
@@ -121,22 +121,9 @@ def pack(run: Run, shard_id: str) -> dict:
     at the start means the previous attempt died without an error — a decoder crash, the
     memory limit, a kill — so this attempt decodes each image in a child process
     (``recforge.crash_isolation``) and quarantines the one that kills it."""
-    attempt = run.shard_output(shard_id, names.PACK_ATTEMPT)
-    isolated = storage.exists(attempt)
-    if isolated:
-        log.warning("shard %s: the previous attempt died without an error (a decoder crash, "
-                    "the memory limit or a kill); decoding each image in a child process, so "
-                    "an image that kills the decoder is quarantined as %s", shard_id,
-                    crash_isolation.REASON)
-    storage.write_json(attempt, {"run_id": run.run_id, "isolated": isolated})
-    try:
+    with crash_isolation.attempt_marker(run.shard_output(shard_id, names.PACK_ATTEMPT),
+                                        f"shard {shard_id}") as isolated:
         return _pack(run, shard_id, isolated)
-    finally:
-        try:
-            storage.delete(attempt)
-        except Exception as exc:  # noqa: BLE001 (the shard's own outcome matters more)
-            log.warning("shard %s: could not remove %s (%s); a retry will decode in "
-                        "isolation", shard_id, attempt, exc)
 
 
 def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
@@ -147,7 +134,11 @@ def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
         if segmentation:
             rows = storage.read_jsonl(run.converted_masks(shard_id))
             opts = SegPackOptions.from_spec(spec.pack, spec.segmentation.mask_compression)
-            counts = pack_pair_rows(rows, spec.source.uri, work, opts)
+            with contextlib.ExitStack() as stack:  # the masks are the staged, converted ones
+                decode_image = (stack.enter_context(crash_isolation.IsolatedProcessor(
+                    opts.image, target=decode)) if isolated else None)
+                counts = pack_pair_rows(rows, spec.source.uri, work, opts,
+                                        decode_image=decode_image)
             # the pairs the mask stage refused travel in this shard's quarantine, so merge
             # reads one quarantine list per shard whatever the task
             refused = storage.get_bytes(run.mask_quarantine(shard_id))
