@@ -2,14 +2,15 @@
 
 The decoders are C (libjpeg, libpng, libtiff, libwebp through OpenCV): a crafted or damaged
 file can crash one (a segfault, an abort), exhaust memory or make it spin, and that takes
-the whole process with it — the Airflow pack task, or a ``recforge build`` worker — with no
-Python exception to turn into a quarantine entry. Packing decodes in process (fast); a
-shard whose previous attempt died that way (``pack`` finds its attempt marker still there)
-is packed again with :class:`IsolatedProcessor`: every image goes through one long-lived
-child process, and an image whose child dies or does not answer within ``timeout_s`` is
-quarantined as ``decoder_crashed``, naming how the child ended. Every other image comes
-back as the in-process call would have returned it, byte for byte (the same function on
-the same bytes); the child is started again for the next image.
+the whole process with it — the Airflow task, or a ``recforge build`` worker — with no
+Python exception to turn into a quarantine entry. The stages decode in process (fast); a
+shard whose previous attempt died that way (:func:`attempt_marker` finds the marker still
+there: ``pack``, and ``convert_masks`` for segmentation masks) is done again with
+:class:`IsolatedProcessor`: every input goes through one long-lived child process, and one
+whose child dies or does not answer within ``timeout_s`` is quarantined as
+``decoder_crashed``, naming how the child ended. Every other input comes back as the
+in-process call would have returned it, byte for byte (the same function on the same
+bytes); the child is started again for the next one.
 """
 
 from __future__ import annotations
