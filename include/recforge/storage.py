@@ -726,6 +726,7 @@ def copy_exact(src_uri: str, dst_uri: str) -> ObjectInfo:
         client.copy_object(CopySource={"Bucket": sb, "Key": sk}, Bucket=db, Key=dk,
                            CopySourceIfMatch=src["ETag"])
         return head(dst_uri)
+
     def part_size(n: int) -> int:
         return s3_client().head_object(Bucket=sb, Key=sk, PartNumber=n)["ContentLength"]
 

@@ -91,3 +91,17 @@ def write_city_pairs(src, n: int, seed: int = 0, w: int = 32, h: int = 24) -> li
         rows.append({"record_key": i + 1, "name": f"a/{i}", "source_key": f"img/a/{i}.png",
                      "mask_key": f"lbl/a/{i}_color.png"})
     return rows
+
+
+def city_spec_doc(src, publish, **extra) -> dict:
+    """A segmentation spec over :func:`write_city_pairs`' layout (Cityscapes colours, PNG
+    records at their own size, two pairs a shard), publishing to ``publish``."""
+    return {
+        "name": "city", "task": "segmentation",
+        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",
+                                               "mask_suffix": "_color.png"}},
+        "segmentation": {"colormap": "cityscapes"},
+        "splits": {"val_ratio": 0.3, "seed": 2},
+        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
+        "publish": {"uri": str(publish)}, **extra,
+    }

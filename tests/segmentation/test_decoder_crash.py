@@ -23,7 +23,7 @@ from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
 from recforge.spec import parse_spec, specs_dir
 from recforge.stages import convert_masks, merge, pack
 from tests.common import crashers
-from tests.common.segdata import png, write_city_pairs
+from tests.common.segdata import city_spec_doc, png, write_city_pairs
 from tests.common.sources import SMALL_BENCH
 
 
@@ -32,13 +32,7 @@ def _source(src, n=5):
 
 
 def _spec(tmp_path):
-    return parse_spec({
-        "name": "city", "task": "segmentation",
-        "source": {"uri": str(tmp_path / "src"), "pairs": {
-            "images": "img", "masks": "lbl", "mask_suffix": "_color.png"}},
-        "segmentation": {"colormap": "cityscapes"}, "splits": {"val_ratio": 0.3, "seed": 2},
-        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
-        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")}})
+    return parse_spec(city_spec_doc(tmp_path / "src", tmp_path / "pub", bench=SMALL_BENCH))
 
 
 def test_a_mask_that_crashes_the_decoder_costs_its_pair(tmp_path):

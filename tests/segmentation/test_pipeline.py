@@ -10,6 +10,7 @@ from recforge import pipeline
 from recforge.spec import parse_spec
 from tests.common.segdata import (
     block_ids,
+    city_spec_doc,
     cityscapes_color,
     coord_image,
     expected_train_ids,
@@ -32,15 +33,7 @@ def test_build_segmentation_with_process_pool(tmp_path):
         mask.write_bytes(png(cityscapes_color(ids)))
         truth[f"img/a/{n}.png"] = ids
     (src / "img" / "a" / "lonely.png").write_bytes(png(coord_image(64, 48)))  # no mask
-    spec = parse_spec({
-        "name": "city", "task": "segmentation",
-        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",
-                                               "mask_suffix": "_color.png"}},
-        "segmentation": {"colormap": "cityscapes"},
-        "splits": {"val_ratio": 0.3, "seed": 2},
-        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
-        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")},
-    })
+    spec = parse_spec(city_spec_doc(src, tmp_path / "pub", bench=SMALL_BENCH))
     result = pipeline.build(spec, run_id="seg1", workers=2)
     summary = result["merge"]
     assert summary["listed"] == 19 and summary["quarantined"] == 1
@@ -89,15 +82,7 @@ def test_segmentation_nights_skip_without_change_and_rebuild_when_a_mask_changes
     change (the record's label bytes depend on it) and is built and reported."""
     src = tmp_path / "src"
     write_city_pairs(src, 6, seed=40)
-    spec = parse_spec({
-        "name": "city", "task": "segmentation",
-        "source": {"uri": str(src), "pairs": {"images": "img", "masks": "lbl",
-                                               "mask_suffix": "_color.png"}},
-        "segmentation": {"colormap": "cityscapes"},
-        "splits": {"val_ratio": 0.3, "seed": 2},
-        "pack": {"resize": 0, "encoding": ".png", "shard_size": 2},
-        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")},
-    })
+    spec = parse_spec(city_spec_doc(src, tmp_path / "pub", bench=SMALL_BENCH))
     first = pipeline.build(spec, run_id="s1", workers=1)
     again = pipeline.build(spec, run_id="s2", workers=1)
     assert again["no_change"] and again["publish"] is None

@@ -131,10 +131,7 @@ class Shard:
 
 def read_shards(uris: list[str], threads: int | None = None) -> list[Shard]:
     """``Shard.read`` of each, ``threads`` (default ``READ_THREADS``) at a time, in order."""
-    threads = threads or READ_THREADS
-    if threads <= 1:
-        return [Shard.read(u) for u in uris]
-    with ThreadPoolExecutor(threads) as pool:
+    with ThreadPoolExecutor(threads or READ_THREADS) as pool:
         return list(pool.map(Shard.read, uris))
 
 
@@ -144,20 +141,12 @@ def each_object(uris: Iterable[str], threads: int | None = None) -> Iterator[byt
     are a thousand round trips each, which one at a time cost minutes on S3. A failed read
     raises, as a serial one does."""
     threads, uris = threads or READ_THREADS, list(uris)
-    fetched = (storage.prefetch(uris, threads, ahead=2 * threads) if threads > 1 else
-               (_get_or_exception(u) for u in uris))
-    for uri, data in zip(uris, fetched, strict=True):
+    for uri, data in zip(uris, storage.prefetch(uris, threads, ahead=2 * threads),
+                         strict=True):
         if isinstance(data, Exception):
             data.add_note(f"merge: reading {uri}")  # the error keeps its type (retry policy)
             raise data
         yield data
-
-
-def _get_or_exception(uri: str) -> bytes | Exception:
-    try:
-        return storage.get_bytes(uri)
-    except Exception as exc:  # noqa: BLE001 (raised by the caller, with the object named)
-        return exc
 
 
 def _lines(data: bytes) -> list[bytes]:
