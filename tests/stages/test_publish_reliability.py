@@ -417,3 +417,32 @@ def _multipart(bucket: str, key: str, body: list[bytes]) -> storage.ObjectInfo:
     client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mpu,
                                      MultipartUpload={"Parts": parts})
     return storage.head(f"s3://{bucket}/{key}")
+
+
+def test_copy_exact_refuses_parts_that_do_not_add_up_and_leaves_no_copy(bucket, monkeypatch):
+    """The part sizes HEAD reports must add up to the object: otherwise the ranges would
+    copy the wrong bytes, so the copy fails naming the source and its upload is aborted."""
+    key = "big/lying-parts.bin"
+    src = _multipart(bucket, key, [b"a" * (5 * 1024 * 1024), b"tail"])
+    real_client = storage.s3_client
+
+    class ShortPart:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def head_object(self, **kw):
+            got = self.inner.head_object(**kw)
+            if kw.get("PartNumber") == 1:
+                got = {**got, "ContentLength": got["ContentLength"] - 1}
+            return got
+
+    monkeypatch.setattr(storage, "s3_client", lambda: ShortPart(real_client()))
+    with pytest.raises(OSError, match=r"lying-parts\.bin: its 2 parts add up to"):
+        storage.copy_exact(f"s3://{bucket}/{key}", f"s3://{bucket}/copy/{key}")
+    monkeypatch.setattr(storage, "s3_client", real_client)
+    assert storage.head(f"s3://{bucket}/copy/{key}") is None
+    assert not real_client().list_multipart_uploads(Bucket=bucket).get("Uploads")
+    assert src.size == 5 * 1024 * 1024 + 4
