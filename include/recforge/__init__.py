@@ -4,4 +4,4 @@ The package imports and runs without Airflow; the DAGs, the CLI and the tests al
 the same stage functions (``recforge.ingest``, ``recforge.pack``, ...).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
