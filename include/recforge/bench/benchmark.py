@@ -1,240 +1,71 @@
-"""The whole benchmark: fetch, bare decode, size check, the thread sweep, the value check.
+"""The whole benchmark: fetch the split's window here, measure each loader where it runs.
 
-``run_benchmark`` produces the ``bench.json`` dict. It sweeps ``preprocess_threads``: the
-effective value of each grid value is predicted from MXNet's cap formula, read back from
-MXNet's own log line and recorded, and grid values that collapse to the same effective value
-are measured once. ``loader: segmentation`` hands over to ``recforge.bench.segmentation``.
+``run_benchmark`` produces the ``bench.json`` dict. The window of the split is fetched in this
+process (it holds the S3 credentials), then MXNet's loader is measured in the MXNet
+environment (``recforge.bench.environment``: one child process for the whole measurement,
+``recforge.bench.measure`` inside it) and DALI's in this process (``recforge.bench.dali``).
+``loader``: ``mxnet`` (the default), ``dali``, or ``both`` — then MXNet's result is the
+document and DALI's sits beside it under ``"dali"``, gated by floors of its own.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from recforge.bench.device import _host, nprocs, resolve_device, thread_cap
-from recforge.bench.loader import check_values, run_loader
-from recforge.bench.records import (
-    UPSCALE_NOTE,
-    LoaderBenchError,
-    _record_sizes,
-    bare_decode,
-    count_records,
-    fetch_split,
-    size_check,
-)
-from recforge.bench.results import SCHEMA, _r, recommend
-from recforge.bench.segmentation import _segmentation
-from recforge.format import names
+import recforge.bench.environment as environment
+from recforge.bench.records import _record_sizes, fetch_split, size_check
 from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
 
+LOADERS = ("mxnet", "dali", "both")
+
 
 def run_benchmark(prefix: str, options: BenchOptions | None = None,
-                  previous: dict | None = None) -> dict:
-    """Benchmark the loader over ``<prefix>/<split>.rec``; returns the ``bench.json`` dict.
+                  previous: dict | None = None, loader: str = "mxnet") -> dict:
+    """Benchmark the loader(s) over ``<prefix>/<split>.rec``; returns the ``bench.json`` dict.
 
-    ``prefix`` is a local folder or an ``s3://`` prefix (downloaded to a temporary folder).
-    ``previous``: the latest version's ``bench.json``; when :func:`reusable` says the loader
-    would be handed the same bytes with the same options on the same host, its measurements
-    are returned (``reused_from`` names them) instead of measuring again.
-    Raises ``LoaderBenchError`` with the values and the fix when the loader cannot run.
+    ``prefix`` is a local folder or an ``s3://`` prefix (a bounded window is fetched).
+    ``previous``: the latest version's ``bench.json``; when the MXNet loader would be handed
+    the same bytes with the same options on the same host, its measurements are returned
+    (``reused_from`` names them) instead of measuring again (``recforge.bench.measure``).
+    Raises ``LoaderBenchError`` with the values and the fix when a loader cannot run,
+    ``MXNetEnvironmentMissing`` when MXNet's environment is not there, and
+    ``MXNetProcessFailed`` when it dies.
     """
+    if loader not in LOADERS:
+        raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
     opts = options or BenchOptions()
     started = datetime.now(UTC)
+    python = environment.mxnet_python() if loader != "dali" else None  # fail before fetching
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
         fetched = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
                               min_records=opts.batch_size)
-        root = fetched["root"]
-        if previous is not None:
-            sizes = _size_check_of(fetched, opts)
-            why_not = reusable(previous, opts, fetched["sample"], sizes)
-            if why_not is None:
-                return _reused(previous, prefix, fetched, started)
-            log.info("bench: measuring again (%s)", why_not)
-        if opts.loader == "segmentation":
-            return _segmentation(prefix, root, opts, fetched, started)
-        return _run(prefix, root, opts, fetched, started)
+        root = fetched.pop("root")
+        sizes = _size_check_of(fetched, opts)
+        if loader == "dali":
+            from recforge.bench.dali import measure_dali
+
+            return measure_dali(prefix, root, opts, fetched, sizes, started)
+        results = environment.call(
+            "recforge.bench.measure:measure",
+            {"prefix": prefix, "root": str(root), "options": opts.model_dump(mode="json"),
+             "fetched": fetched, "sizes": sizes, "previous": previous,
+             "started": started.isoformat()}, python=python)
+        if loader == "both":
+            from recforge.bench.dali import measure_dali
+
+            results["dali"] = measure_dali(prefix, root, opts, fetched, sizes,
+                                           datetime.now(UTC))
+        return results
 
 
 def _size_check_of(fetched: dict, opts: BenchOptions) -> dict | None:
-    """The size check over every record of the split (as :func:`_run` computes it from the
-    manifest); None where there is no manifest (then it comes from the decoded sample)."""
+    """The size check over every record of the split, from its manifest (``records.jsonl``);
+    None where there is none (then the measuring side checks the decoded sample)."""
     manifest_sizes = _record_sizes(fetched.get("records_uri"), opts.split)
     return (size_check(manifest_sizes, opts.data_shape, "records.jsonl (every record)")
             if manifest_sizes else None)
-
-
-def reusable(previous: dict, opts: BenchOptions, sample: dict, sizes: dict | None
-             ) -> str | None:
-    """Why ``previous`` (a ``bench.json``) cannot stand for this run, or None when it can:
-    the same schema and options, the same window bytes (``dataset.sample.sha256``: the
-    ``.rec``/``.idx``/masks/``classes.json`` the loader reads), the same host (hostname,
-    versions, CPUs, MXNet features), the size check over the whole split unchanged, and it
-    passed its own problems check. What the loader measures is a function of exactly those
-    inputs, so measuring again would measure the same thing."""
-    from recforge.bench.device import _host
-
-    old_sample = (previous.get("dataset") or {}).get("sample") or {}
-    host = {k: v for k, v in _host().items() if k != "loadavg_at_start"}
-    old_host = {k: v for k, v in (previous.get("host") or {}).items()
-                if k != "loadavg_at_start"}
-    checks = (
-        (previous.get("schema") == SCHEMA, "another bench.json schema"),
-        (previous.get("options") == opts.model_dump(mode="json"), "the options changed"),
-        (bool(sample.get("sha256")) and old_sample.get("sha256") == sample["sha256"],
-         "the sampled window's bytes changed"),
-        (old_host == host, "another host or software versions"),
-        (sizes is None or previous.get("image_sizes") == sizes,
-         "the split's image sizes changed"),
-        (not previous.get("problems"), "the previous run had problems"),
-    )
-    return next((why for ok, why in checks if not ok), None)
-
-
-def _reused(previous: dict, prefix: str, fetched: dict, started) -> dict:
-    out = json.loads(json.dumps(previous))  # a copy
-    # the version that measured: a reused bench.json passes its origin on
-    reused_from = {k: (previous.get("reused_from") or previous).get(k)
-                   for k in ("dataset_version", "run_id", "created_at")}
-    for k in ("dataset_version", "run_id", "floors", "violations", "passed", "reused_from"):
-        out.pop(k, None)
-    out["reused_from"] = {**reused_from, "why": (
-        "the loader would read byte-identical files (dataset.sample.sha256) with the same "
-        "options on the same host: these are that version's measurements")}
-    out["prefix"] = prefix
-    out["created_at"] = started.isoformat()
-    out["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 3)
-    out["dataset"]["sample"] = fetched["sample"]
-    log.info("bench: reused the measurements of %s (window sha256 %s…)",
-             reused_from["dataset_version"], fetched["sample"]["sha256"][:12])
-    return out
-
-
-def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, started) -> dict:
-    warnings: list[str] = []
-    device = resolve_device(opts.device, opts.gpu_id)
-    host = _host()
-    rec = root / names.rec(opts.split)
-    n_records = count_records(root / names.idx(opts.split))
-    rec_bytes = rec.stat().st_size
-    num_classes = None
-    if (root / names.CLASSES).exists():
-        num_classes = json.loads((root / names.CLASSES).read_text()).get("num_classes")
-    if n_records < opts.batch_size:
-        raise LoaderBenchError(
-            f"{rec} has {n_records} records, fewer than batch_size={opts.batch_size}; "
-            "lower the batch size for this split"
-        )
-
-    log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
-             rec_bytes / 1e6, device["statement"])
-    decode = bare_decode(rec, opts.decode_records)
-    sizes = _size_check_of(fetched, opts) or size_check(
-        decode["sizes"], opts.data_shape,
-        f"decoded sample of the first {decode['records']} records")
-    decode.pop("sizes")
-    if sizes["smaller_than_data_shape"]:
-        warnings.append(
-            f"{sizes['smaller_than_data_shape']} of {sizes['checked']} images are smaller "
-            f"than data_shape {opts.data_shape[1]}x{opts.data_shape[2]} (smallest "
-            f"{sizes['smallest']['height']}x{sizes['smallest']['width']}): {UPSCALE_NOTE}"
-        )
-
-    procs = nprocs()
-    cap = thread_cap(procs)
-    grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
-    by_effective: dict[int, list[int]] = {}
-    for t in grid:
-        by_effective.setdefault(min(t, cap), []).append(t)
-    runs = []
-    for eff, requested in sorted(by_effective.items()):
-        log.info("bench: preprocess_threads %s → effective %d", requested, eff)
-        r = run_loader(root, opts, max(requested), device, sizes)
-        r["effective_threads"] = eff
-        r["requested_threads"] = requested
-        if r["observed_threads"] is not None and r["observed_threads"] != eff:
-            warnings.append(
-                f"MXNet used {r['observed_threads']} decode threads where the cap formula "
-                f"predicts {eff} (requested {requested}, {procs} CPUs); trust the observed value"
-            )
-        runs.append(r)
-        log.info("bench: %d thread(s): %.0f img/s, p99 %.1f ms, first batch %.2f s", eff,
-                 r["images_per_sec"], r["latency_ms"]["p99"], r["time_to_first_batch_s"])
-    primary = next(r for r in runs if opts.preprocess_threads in r["requested_threads"])
-    rec_pick = recommend(runs)
-    best = next(r for r in runs if r["effective_threads"] == rec_pick["preprocess_threads"])
-
-    problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
-    values = check_values(root, opts, best["effective_threads"], device, sizes)
-    problems += values["problems"]
-    lab_lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
-    lab_hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
-    if num_classes is not None and opts.label_width == 1 and (
-            lab_lo < 0 or lab_hi >= num_classes or lab_lo != int(lab_lo)
-            or lab_hi != int(lab_hi)):
-        problems.append(f"labels span [{lab_lo:g}, {lab_hi:g}], not integers in "
-                        f"[0, {num_classes}) as classes.json says")
-    if decode["undecodable"]:
-        problems.append(f"{decode['undecodable']} of the first {decode['records']} records "
-                        "do not decode with cv2.imdecode")
-    if opts.preprocess_threads > cap:
-        warnings.append(
-            f"preprocess_threads={opts.preprocess_threads} is above MXNet's cap "
-            f"max(nprocs/2 - 1, 1) = {cap} on this {procs}-CPU host; MXNet silently uses {cap}"
-        )
-
-    summary = {
-        "device": device["kind"],
-        "preprocess_threads": best["effective_threads"],
-        "images_per_sec": best["images_per_sec"],
-        "latency_p50_ms": best["latency_ms"]["p50"],
-        "latency_p95_ms": best["latency_ms"]["p95"],
-        "latency_p99_ms": best["latency_ms"]["p99"],
-        "time_to_first_batch_s": best["time_to_first_batch_s"],
-        "read_mb_per_sec": best["read_mb_per_sec"],
-        "bare_decode_images_per_sec": decode["images_per_sec"],
-        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
-        "bare_decode_limit_at_threads": round(
-            decode["images_per_sec"] * min(best["effective_threads"], procs), 1),
-        "fraction_smaller_than_data_shape": sizes["fraction_smaller"],
-        "gpu_memory_peak_bytes": best["gpu_memory_peak_bytes"],
-        "configured_threads_images_per_sec": primary["images_per_sec"],
-    }
-    return {
-        "schema": SCHEMA,
-        "created_at": started.isoformat(),
-        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
-        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
-        "loader": "mx.io.ImageRecordIter",
-        "options": opts.model_dump(mode="json"),
-        "host": host,
-        "device": device,
-        "dataset": {
-            "records": n_records, "rec_bytes": rec_bytes,
-            "mean_record_bytes": round(rec_bytes / n_records, 1), "num_classes": num_classes,
-            "sample": fetched.get("sample"),
-            "download_seconds": _r(fetched["download_seconds"]),
-            "download_mb_per_sec": (round(fetched["downloaded_bytes"] / 1e6
-                                          / fetched["download_seconds"], 2)
-                                    if fetched["download_seconds"] else None),
-        },
-        "bare_decode": decode,
-        "image_sizes": sizes,
-        "threads": {
-            "nprocs": procs, "cap": cap, "cap_formula": "max(nprocs // 2 - 1, 1) (MXNet 1.9.1 "
-            "ImageRecordIOParser2::Init, applied silently)",
-            "grid": grid, "measured_effective": sorted(by_effective),
-        },
-        "runs": runs,
-        "value_check": values,
-        "label_range": [lab_lo, lab_hi],
-        "recommendation": {**rec_pick, "prefetch_buffer": opts.prefetch_buffer,
-                           "batch_size": opts.batch_size, "device": device["kind"]},
-        "summary": summary,
-        "problems": problems,
-        "warnings": warnings,
-    }

@@ -30,8 +30,8 @@ class BenchFloorsFailed(RecforgeFailure):
         self.violations = violations
 
 
-def select_floors(spec: BenchSpec | None, device_kind: str,
-                  environment: str | None = None) -> tuple[str | None, BenchFloors | None]:
+def select_floors(spec: BenchSpec | None, device_kind: str, environment: str | None = None,
+                  loader: str = "mxnet") -> tuple[str | None, BenchFloors | None]:
     """The floors for this environment, as ``(key, floors)``.
 
     An environment named explicitly (argument, else ``$RECFORGE_BENCH_ENV``) must exist in
@@ -41,7 +41,8 @@ def select_floors(spec: BenchSpec | None, device_kind: str,
     still fail the gate).
     """
     wanted = environment or os.environ.get(ENV_VAR) or None
-    floors = spec.floors if spec is not None else {}
+    floors = ((spec.dali_floors if loader == "dali" else spec.floors)
+              if spec is not None else {})
     if not floors:  # $RECFORGE_BENCH_ENV is worker-wide; a spec without floors is not gated
         return None, None
     if wanted:
@@ -126,17 +127,25 @@ def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
     ``bench.json`` is written before the gate so a failed build still shows its numbers;
     raises ``BenchFloorsFailed`` (listing every violation) when the loader misses a floor.
     ``previous``: the latest version's ``bench.json``, reused when the loader would read the
-    same bytes (``recforge.bench.benchmark.reusable``); the floors are checked either way.
+    same bytes (``recforge.bench.measure.reusable``); the floors are checked either way.
     Returns a small summary for XCom.
     """
     spec = spec or BenchSpec()
-    results = run_benchmark(prefix, spec.options, previous=previous)
-    env, floors = select_floors(spec, results["device"]["kind"], environment)
+    results = run_benchmark(prefix, spec.options, previous=previous, loader=spec.loader)
+    primary = "dali" if spec.loader == "dali" else "mxnet"
+    env, floors = select_floors(spec, results["device"]["kind"], environment, primary)
     results["dataset_version"] = dataset_version
     results["run_id"] = run_id
     results["floors"] = {"environment": env,
                          "values": floors.model_dump(mode="json") if floors else None}
     violations = check_floors(results, floors)
+    if "dali" in results:  # both loaders: DALI's result is gated by its own floors
+        dali = results["dali"]
+        denv, dfloors = select_floors(spec, dali["device"]["kind"], environment, "dali")
+        dali["floors"] = {"environment": denv,
+                          "values": dfloors.model_dump(mode="json") if dfloors else None}
+        dali["violations"] = check_floors(dali, dfloors)
+        violations += [f"DALI: {v}" for v in dali["violations"]]
     results["violations"] = violations
     results["passed"] = not violations
     save_results(results, out_uri)

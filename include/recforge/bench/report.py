@@ -9,6 +9,7 @@ def format_table(results: dict) -> str:
     lines = [
         f"loader benchmark: {results['prefix']} split {results['split']}: {d['records']} "
         f"records, {d['rec_bytes'] / 1e6:.1f} MB",
+        f"loader: {results.get('loader', 'mx.io.ImageRecordIter')} ({_versions(results)})",
         f"device: {results['device']['statement']}",
         f"bare decode (1 thread, {results['bare_decode']['records']} records): "
         f"{results['bare_decode']['images_per_sec']:.0f} img/s",
@@ -41,6 +42,15 @@ def format_table(results: dict) -> str:
     ]
     lines += [f"warning: {w}" for w in results["warnings"]]
     lines += [f"PROBLEM: {p}" for p in results["problems"]]
-    for v in results.get("violations", []):
+    for v in results.get("violations", []):  # DALI's too, prefixed "DALI:"
         lines.append(f"FLOOR: {v}")
+    if results.get("dali"):
+        lines += ["", "--- DALI, side by side ---",
+                  format_table({**results["dali"], "violations": []})]
     return "\n".join(lines)
+
+
+def _versions(results: dict) -> str:
+    host = results.get("host") or {}
+    return ", ".join(f"{k} {host[k]}" for k in ("mxnet", "dali", "opencv", "python")
+                     if host.get(k)) or "versions unknown"

@@ -42,8 +42,11 @@ def _cmd(args) -> int:
     except ValidationError as exc:
         raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                    for e in exc.errors())) from None
-    results = run_benchmark(args.prefix, opts)
+    results = run_benchmark(args.prefix, opts, loader=args.engine)
     results["violations"] = check_floors(results, floors)
+    if "dali" in results:
+        results["dali"]["violations"] = check_floors(results["dali"], floors)
+        results["violations"] += [f"DALI: {v}" for v in results["dali"]["violations"]]
     results["passed"] = not results["violations"]
     if args.out:
         save_results(results, args.out)
@@ -54,12 +57,19 @@ def _cmd(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="benchmark the MXNet loader on a packed split")
+    p = sub.add_parser(
+        "bench", help="benchmark the MXNet (and/or DALI) loader on a packed split",
+        description="MXNet's loader runs in the MXNet environment: the interpreter named by "
+        "RECFORGE_MXNET_PYTHON (or Airflow's [recforge] mxnet_python), else this one if it "
+        "imports mxnet. DALI's loader (--engine dali|both) runs here (the 'dali' extra).")
     p.add_argument("prefix", help="s3://bucket/prefix or a local folder with <split>.rec/.idx")
     p.add_argument("--split", default="train", help="which <split>.rec/.idx (default train)")
     p.add_argument("--loader", choices=["image_record_iter", "segmentation"],
                    default="image_record_iter", help="mx.io.ImageRecordIter (classification) or "
                    "the segmentation DataLoader (default image_record_iter)")
+    p.add_argument("--engine", choices=["mxnet", "dali", "both"], default="mxnet",
+                   help="whose loader: MXNet's, NVIDIA DALI's fn.readers.mxnet, or both side "
+                   "by side (the spec's bench.loader; default mxnet)")
     p.add_argument("--batch-size", type=int, default=64, help="images per batch (default 64)")
     p.add_argument("--data-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
     p.add_argument("--no-rand-crop", dest="rand_crop", action="store_false",

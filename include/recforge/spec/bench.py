@@ -120,7 +120,21 @@ class BenchSpec(StrictModel):
     ``default``.
     """
 
+    loader: Literal["mxnet", "dali", "both"] = Field(
+        "mxnet", description="whose loader is measured: MXNet's (in the MXNet environment), "
+        "NVIDIA DALI's fn.readers.mxnet (classification), or both side by side")
     options: BenchOptions = BenchOptions()
-    floors: dict[str, BenchFloors] = Field(default_factory=dict)
+    floors: dict[str, BenchFloors] = Field(default_factory=dict,
+                                           description="MXNet's loader, per environment")
+    dali_floors: dict[str, BenchFloors] = Field(
+        default_factory=dict, description="DALI's loader, per environment (same keys rule)")
+
+    @model_validator(mode="after")
+    def _dali_reads_classification(self) -> BenchSpec:
+        if self.loader != "mxnet" and self.options.loader != "image_record_iter":
+            raise ValueError(
+                f"bench.loader {self.loader!r} measures DALI, which reads classification "
+                f"splits; options.loader is {self.options.loader!r}: use bench.loader: mxnet")
+        return self
 
 

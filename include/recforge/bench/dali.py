@@ -1,0 +1,288 @@
+"""DALI's RecordIO loader, timed like MXNet's: ``fn.readers.mxnet`` + ``fn.decoders.image``.
+
+How PyTorch and JAX teams consume RecordIO: NVIDIA DALI reads the same ``.rec``/``.idx``,
+decodes on the GPU (nvJPEG, ``device="mixed"``) where there is one and on the CPU otherwise,
+then crops, mirrors and normalises to ``data_shape`` (``fn.crop_mirror_normalize``, CHW
+float, what ``ImageRecordIter`` hands a trainer). Swept over DALI's ``num_threads`` (the
+thread grid, capped at the CPUs), timed per batch after a warm-up, then one untimed pass
+checks the batches' values and labels. Runs in the core environment (numpy 2): DALI does not
+need MXNet. The result has the MXNet benchmark's layout, so the floors and the report read
+either. Classification splits only: a segmentation split's masks are a second ``.rec`` that
+DALI's reader would not keep aligned with the images.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
+from recforge.bench.results import SCHEMA, _r, percentile, recommend
+from recforge.format import names
+from recforge.spec.bench import BenchOptions
+
+log = logging.getLogger(__name__)
+
+NAME = "nvidia.dali fn.readers.mxnet + fn.decoders.image + fn.crop_mirror_normalize"
+
+
+def _import_dali():
+    try:
+        import nvidia.dali as dali
+    except ImportError as exc:
+        raise LoaderBenchError(
+            f"bench.loader asks for DALI, which this environment cannot import ({exc}); "
+            "install the 'dali' extra: pip install 'recforge[dali]' (nvidia-dali-cuda120), "
+            "or set bench.loader: mxnet") from exc
+    return dali
+
+
+def _cpus() -> int:
+    from recforge.bench.device import nprocs
+
+    return nprocs()
+
+
+def resolve_device(requested: str, gpu_id: int) -> dict:
+    """GPU decode (``mixed``) when DALI sees a GPU and it is not ruled out, else CPU."""
+    from nvidia.dali import backend
+
+    try:
+        n = int(backend.GetCUDADeviceCount())
+    except Exception as exc:  # no driver: a CPU-only host
+        log.debug("DALI: no CUDA device count (%s)", exc)
+        n = 0
+    info = {"requested": requested, "num_gpus": n, "gpu_id": None, "kind": "cpu"}
+    if requested != "cpu" and n > gpu_id:
+        info.update(kind="gpu", gpu_id=gpu_id,
+                    statement=f"decoded on GPU {gpu_id} (nvJPEG, decoders.image "
+                              f"device=mixed; {n} GPU(s) visible)")
+        return info
+    if requested == "gpu":
+        raise LoaderBenchError(
+            f"device=gpu requested but DALI sees {n} GPU(s) (GPU {gpu_id} needed): check the "
+            "driver (nvidia-smi) and CUDA_VISIBLE_DEVICES, or use --device auto")
+    why = "device=cpu was requested" if requested == "cpu" else f"DALI sees {n} GPU(s)"
+    info["statement"] = f"decoded on CPU ({why}); GPU memory peak is not measured (null)"
+    return info
+
+
+def _pipeline(root: Path, opts: BenchOptions, threads: int, device: dict, seed_offset: int = 0,
+              shuffle: bool | None = None):
+    import nvidia.dali.fn as fn
+    import nvidia.dali.types as types
+    from nvidia.dali import pipeline_def
+
+    gpu = device["kind"] == "gpu"
+    c, h, w = opts.data_shape
+
+    @pipeline_def(batch_size=opts.batch_size, num_threads=threads,
+                  device_id=device["gpu_id"] if gpu else None, seed=opts.seed + seed_offset,
+                  prefetch_queue_depth=opts.prefetch_buffer)
+    def pipe():
+        jpegs, labels = fn.readers.mxnet(
+            path=[str(root / names.rec(opts.split))],
+            index_path=[str(root / names.idx(opts.split))],
+            random_shuffle=opts.shuffle if shuffle is None else shuffle, name="reader")
+        out_type = types.GRAY if c == 1 else types.RGB
+        images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu",
+                                   output_type=out_type)
+        if opts.resize != -1:
+            images = fn.resize(images, resize_shorter=opts.resize)
+        kwargs = {}
+        if opts.rand_crop:
+            kwargs.update(crop_pos_x=fn.random.uniform(range=(0.0, 1.0)),
+                          crop_pos_y=fn.random.uniform(range=(0.0, 1.0)))
+        if opts.rand_mirror:
+            kwargs["mirror"] = fn.random.coin_flip()
+        images = fn.crop_mirror_normalize(images, crop=(h, w), dtype=types.FLOAT,
+                                          output_layout="CHW", out_of_bounds_policy="pad",
+                                          **kwargs)
+        return images, labels
+
+    p = pipe()
+    p.build()
+    return p
+
+
+def _as_numpy(tensor_list):
+    if hasattr(tensor_list, "as_cpu"):
+        tensor_list = tensor_list.as_cpu()
+    return tensor_list.as_array()
+
+
+def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
+               rec_bytes: int, n_records: int) -> dict:
+    t0 = time.perf_counter()
+    pipe = _pipeline(root, opts, threads, device)
+    images, labels = pipe.run()  # the first batch
+    first = time.perf_counter() - t0
+    expect = [opts.batch_size, *opts.data_shape]
+    latencies, problems, shapes = [], [], set()
+    lab_lo, lab_hi = math.inf, -math.inf
+    window_start = time.perf_counter()
+    measured = 0
+    for i in range(opts.warmup_batches + opts.measure_batches):
+        if i == opts.warmup_batches:
+            window_start = time.perf_counter()
+        t = time.perf_counter()
+        images, labels = pipe.run()
+        lab = _as_numpy(labels)
+        lat = time.perf_counter() - t
+        shape = [len(images), *images[0].shape()] if len(images) else [0]
+        shapes.add(tuple(shape))
+        lab_lo, lab_hi = min(lab_lo, float(lab.min())), max(lab_hi, float(lab.max()))
+        if shape != expect:
+            problems.append(f"batch {i}: shape {shape} != expected {expect}")
+        if i >= opts.warmup_batches:
+            latencies.append(lat)
+            measured += 1
+            if time.perf_counter() - window_start > opts.max_seconds_per_run:
+                break
+    window = time.perf_counter() - window_start
+    del pipe
+    images_seen = measured * opts.batch_size
+    ips = images_seen / window if window > 0 else 0.0
+    return {
+        "requested_threads": [threads], "effective_threads": threads,
+        "observed_threads": threads,
+        "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
+        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
+        "latency_ms": {"p50": _r(percentile(latencies, 50) * 1e3),
+                       "p95": _r(percentile(latencies, 95) * 1e3),
+                       "p99": _r(percentile(latencies, 99) * 1e3),
+                       "max": _r(max(latencies) * 1e3),
+                       "mean": _r(sum(latencies) / len(latencies) * 1e3)},
+        "window": {"batches": measured, "images": images_seen, "seconds": round(window, 4),
+                   "warmup_batches": opts.warmup_batches},
+        "batches_seen": {"count": opts.warmup_batches + measured,
+                         "shapes": [list(x) for x in sorted(shapes)], "label_min": lab_lo,
+                         "label_max": lab_hi},
+        "gpu_memory_peak_bytes": None, "gpu_memory_baseline_bytes": None,
+        "problems": problems,
+    }
+
+
+def _value_check(root: Path, opts: BenchOptions, threads: int, device: dict,
+                 n_records: int) -> dict:
+    import numpy as np
+
+    n_batches = min(math.ceil(n_records / opts.batch_size), opts.max_check_batches)
+    pipe = _pipeline(root, opts, threads, device, shuffle=False)
+    lo, hi, finite, problems = math.inf, -math.inf, True, []
+    shapes, dtypes = set(), set()
+    lab_lo, lab_hi = math.inf, -math.inf
+    for i in range(n_batches):
+        images, labels = pipe.run()
+        a, lab = _as_numpy(images), _as_numpy(labels)
+        ok = bool(np.isfinite(a).all())
+        finite &= ok
+        if not ok:
+            problems.append(f"value check batch {i}: data has NaN or Inf")
+        lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
+        shapes.add(tuple(a.shape))
+        dtypes.add(a.dtype.name)
+        lab_lo, lab_hi = min(lab_lo, float(lab.min())), max(lab_hi, float(lab.max()))
+    del pipe
+    if hi <= lo:
+        problems.append(f"every value of every checked batch is {lo}: the images decode to a "
+                        "constant (corrupt data)")
+    return {"batches": n_batches, "records_covered": min(n_records, n_batches * opts.batch_size),
+            "of_records": n_records, "value_min": lo, "value_max": hi, "all_finite": finite,
+            "label_min": lab_lo, "label_max": lab_hi, "problems": problems,
+            "shapes": [list(x) for x in sorted(shapes)], "dtypes": sorted(dtypes),
+            "note": "untimed pass in record order with the recommended num_threads"}
+
+
+def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
+                 sizes: dict | None, started: datetime) -> dict:
+    """The DALI loader's ``bench.json``-shaped result for the window in ``root``."""
+    dali = _import_dali()
+    if opts.loader != "image_record_iter":
+        raise LoaderBenchError(
+            f"bench.loader dali/both measures classification splits; options.loader is "
+            f"{opts.loader!r} (a segmentation split's masks are a second .rec DALI's reader "
+            "does not keep aligned): set bench.loader: mxnet for this dataset")
+    import cv2
+    import numpy as np
+
+    device = resolve_device(opts.device, opts.gpu_id)
+    rec = root / names.rec(opts.split)
+    n_records = count_records(root / names.idx(opts.split))
+    if n_records < opts.batch_size:
+        raise LoaderBenchError(f"{rec} has {n_records} records, fewer than batch_size="
+                               f"{opts.batch_size}; lower the batch size for this split")
+    rec_bytes = rec.stat().st_size
+    doc = json.loads((root / names.CLASSES).read_text()) if (root / names.CLASSES).exists() \
+        else {}
+    num_classes = doc.get("num_classes")
+    decode = bare_decode(rec, opts.decode_records)
+    sizes = sizes or size_check(decode["sizes"], opts.data_shape,
+                                f"decoded sample of the first {decode['records']} records")
+    decode.pop("sizes")
+    procs = _cpus()
+    grid = sorted({min(t, procs) for t in (*opts.thread_grid, opts.preprocess_threads)})
+    log.info("bench (DALI %s) %s/%s: %d records; %s", dali.__version__, prefix, opts.split,
+             n_records, device["statement"])
+    runs = []
+    for t in grid:
+        r = _timed_run(root, opts, t, device, rec_bytes, n_records)
+        runs.append(r)
+        log.info("bench (DALI): %d thread(s): %.0f img/s, p99 %.1f ms", t, r["images_per_sec"],
+                 r["latency_ms"]["p99"])
+    pick = recommend(runs)
+    best = next(r for r in runs if r["effective_threads"] == pick["preprocess_threads"])
+    values = _value_check(root, opts, best["effective_threads"], device, n_records)
+    problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
+    problems += values["problems"]
+    lab_lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
+    lab_hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
+    if num_classes is not None and opts.label_width == 1 and (
+            lab_lo < 0 or lab_hi >= num_classes or lab_lo != int(lab_lo)
+            or lab_hi != int(lab_hi)):
+        problems.append(f"labels span [{lab_lo:g}, {lab_hi:g}], not integers in "
+                        f"[0, {num_classes}) as classes.json says")
+    configured = min(opts.preprocess_threads, procs)
+    summary = {
+        "device": device["kind"], "preprocess_threads": best["effective_threads"],
+        "images_per_sec": best["images_per_sec"],
+        "latency_p50_ms": best["latency_ms"]["p50"], "latency_p95_ms": best["latency_ms"]["p95"],
+        "latency_p99_ms": best["latency_ms"]["p99"],
+        "time_to_first_batch_s": best["time_to_first_batch_s"],
+        "read_mb_per_sec": best["read_mb_per_sec"],
+        "bare_decode_images_per_sec": decode["images_per_sec"],
+        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
+        "bare_decode_limit_at_threads": round(
+            decode["images_per_sec"] * min(best["effective_threads"], procs), 1),
+        "fraction_smaller_than_data_shape": sizes["fraction_smaller"],
+        "gpu_memory_peak_bytes": None,
+        "configured_threads_images_per_sec": next(
+            r["images_per_sec"] for r in runs if r["effective_threads"] == configured),
+    }
+    return {
+        "schema": SCHEMA, "created_at": started.isoformat(),
+        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
+        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
+        "loader": NAME, "options": opts.model_dump(mode="json"),
+        "host": {"hostname": platform.node(), "python": platform.python_version(),
+                 "dali": dali.__version__, "numpy": np.__version__, "opencv": cv2.__version__,
+                 "nprocs": procs},
+        "device": device,
+        "dataset": {"records": n_records, "rec_bytes": rec_bytes,
+                    "mean_record_bytes": round(rec_bytes / n_records, 1),
+                    "num_classes": num_classes, "sample": fetched.get("sample")},
+        "bare_decode": decode, "image_sizes": sizes,
+        "threads": {"nprocs": procs, "cap": procs, "grid": grid, "measured_effective": grid,
+                    "cap_formula": "DALI num_threads, capped at the CPUs"},
+        "runs": runs, "value_check": values, "label_range": [lab_lo, lab_hi],
+        "recommendation": {**pick, "num_threads": pick["preprocess_threads"],
+                           "prefetch_queue_depth": opts.prefetch_buffer,
+                           "batch_size": opts.batch_size, "device": device["kind"]},
+        "summary": summary, "problems": problems,
+        "warnings": ["preprocess_threads / thread_grid are read as DALI num_threads"],
+    }

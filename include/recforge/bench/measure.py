@@ -1,0 +1,223 @@
+"""The measuring side of the loader benchmark, run in the MXNet environment.
+
+``measure`` is what ``recforge.bench.benchmark.run_benchmark`` calls through
+``recforge.bench.environment.call`` once the split's window is on local disk: reuse the
+previous measurements when nothing the loader reads has changed, else the bare decode, the
+``preprocess_threads`` sweep and the value check (``loader: segmentation`` hands over to
+``recforge.bench.segmentation``). Its arguments and result are JSON, as they cross a process.
+
+The sweep: the effective value of each grid value is predicted from MXNet's cap formula, read
+back from MXNet's own log line and recorded, and grid values that collapse to the same
+effective value are measured once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+from recforge.bench.device import _host, nprocs, resolve_device, thread_cap
+from recforge.bench.loader import check_values, run_loader
+from recforge.bench.records import (
+    UPSCALE_NOTE,
+    LoaderBenchError,
+    bare_decode,
+    count_records,
+    size_check,
+)
+from recforge.bench.results import SCHEMA, _r, recommend
+from recforge.bench.segmentation import _segmentation
+from recforge.format import names
+from recforge.spec.bench import BenchOptions
+
+log = logging.getLogger(__name__)
+
+
+def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | None,
+            previous: dict | None, started: str) -> dict:
+    """The ``bench.json`` dict for the window fetched into ``root`` (see the module
+    docstring); ``sizes``: the size check over the whole split from its manifest, if any."""
+    opts = BenchOptions.model_validate(options)
+    started_at = datetime.fromisoformat(started)
+    fetched = {**fetched, "root": Path(root)}
+    if previous is not None:
+        why_not = reusable(previous, opts, fetched["sample"], sizes)
+        if why_not is None:
+            return _reused(previous, prefix, fetched, started_at)
+        log.info("bench: measuring again (%s)", why_not)
+    if opts.loader == "segmentation":
+        return _segmentation(prefix, Path(root), opts, fetched, started_at)
+    return _run(prefix, Path(root), opts, fetched, sizes, started_at)
+
+
+def reusable(previous: dict, opts: BenchOptions, sample: dict, sizes: dict | None
+             ) -> str | None:
+    """Why ``previous`` (a ``bench.json``) cannot stand for this run, or None when it can:
+    the same schema and options, the same window bytes (``dataset.sample.sha256``: the
+    ``.rec``/``.idx``/masks/``classes.json`` the loader reads), the same host (hostname,
+    versions, CPUs, MXNet features), the size check over the whole split unchanged, and it
+    passed its own problems check. What the loader measures is a function of exactly those
+    inputs, so measuring again would measure the same thing."""
+    old_sample = (previous.get("dataset") or {}).get("sample") or {}
+    host = {k: v for k, v in _host().items() if k != "loadavg_at_start"}
+    old_host = {k: v for k, v in (previous.get("host") or {}).items()
+                if k != "loadavg_at_start"}
+    checks = (
+        (previous.get("schema") == SCHEMA, "another bench.json schema"),
+        (previous.get("options") == opts.model_dump(mode="json"), "the options changed"),
+        (bool(sample.get("sha256")) and old_sample.get("sha256") == sample["sha256"],
+         "the sampled window's bytes changed"),
+        (old_host == host, "another host or software versions"),
+        (sizes is None or previous.get("image_sizes") == sizes,
+         "the split's image sizes changed"),
+        (not previous.get("problems"), "the previous run had problems"),
+    )
+    return next((why for ok, why in checks if not ok), None)
+
+
+def _reused(previous: dict, prefix: str, fetched: dict, started) -> dict:
+    out = json.loads(json.dumps(previous))  # a copy
+    # the version that measured: a reused bench.json passes its origin on
+    reused_from = {k: (previous.get("reused_from") or previous).get(k)
+                   for k in ("dataset_version", "run_id", "created_at")}
+    for k in ("dataset_version", "run_id", "floors", "violations", "passed", "reused_from"):
+        out.pop(k, None)
+    out["reused_from"] = {**reused_from, "why": (
+        "the loader would read byte-identical files (dataset.sample.sha256) with the same "
+        "options on the same host: these are that version's measurements")}
+    out["prefix"] = prefix
+    out["created_at"] = started.isoformat()
+    out["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 3)
+    out["dataset"]["sample"] = fetched["sample"]
+    log.info("bench: reused the measurements of %s (window sha256 %s…)",
+             reused_from["dataset_version"], fetched["sample"]["sha256"][:12])
+    return out
+
+
+def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
+         started) -> dict:
+    warnings: list[str] = []
+    device = resolve_device(opts.device, opts.gpu_id)
+    host = _host()
+    rec = root / names.rec(opts.split)
+    n_records = count_records(root / names.idx(opts.split))
+    rec_bytes = rec.stat().st_size
+    num_classes = None
+    if (root / names.CLASSES).exists():
+        num_classes = json.loads((root / names.CLASSES).read_text()).get("num_classes")
+    if n_records < opts.batch_size:
+        raise LoaderBenchError(
+            f"{rec} has {n_records} records, fewer than batch_size={opts.batch_size}; "
+            "lower the batch size for this split"
+        )
+
+    log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
+             rec_bytes / 1e6, device["statement"])
+    decode = bare_decode(rec, opts.decode_records)
+    sizes = sizes or size_check(
+        decode["sizes"], opts.data_shape,
+        f"decoded sample of the first {decode['records']} records")
+    decode.pop("sizes")
+    if sizes["smaller_than_data_shape"]:
+        warnings.append(
+            f"{sizes['smaller_than_data_shape']} of {sizes['checked']} images are smaller "
+            f"than data_shape {opts.data_shape[1]}x{opts.data_shape[2]} (smallest "
+            f"{sizes['smallest']['height']}x{sizes['smallest']['width']}): {UPSCALE_NOTE}"
+        )
+
+    procs = nprocs()
+    cap = thread_cap(procs)
+    grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
+    by_effective: dict[int, list[int]] = {}
+    for t in grid:
+        by_effective.setdefault(min(t, cap), []).append(t)
+    runs = []
+    for eff, requested in sorted(by_effective.items()):
+        log.info("bench: preprocess_threads %s → effective %d", requested, eff)
+        r = run_loader(root, opts, max(requested), device, sizes)
+        r["effective_threads"] = eff
+        r["requested_threads"] = requested
+        if r["observed_threads"] is not None and r["observed_threads"] != eff:
+            warnings.append(
+                f"MXNet used {r['observed_threads']} decode threads where the cap formula "
+                f"predicts {eff} (requested {requested}, {procs} CPUs); trust the observed value"
+            )
+        runs.append(r)
+        log.info("bench: %d thread(s): %.0f img/s, p99 %.1f ms, first batch %.2f s", eff,
+                 r["images_per_sec"], r["latency_ms"]["p99"], r["time_to_first_batch_s"])
+    primary = next(r for r in runs if opts.preprocess_threads in r["requested_threads"])
+    rec_pick = recommend(runs)
+    best = next(r for r in runs if r["effective_threads"] == rec_pick["preprocess_threads"])
+
+    problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
+    values = check_values(root, opts, best["effective_threads"], device, sizes)
+    problems += values["problems"]
+    lab_lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
+    lab_hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
+    if num_classes is not None and opts.label_width == 1 and (
+            lab_lo < 0 or lab_hi >= num_classes or lab_lo != int(lab_lo)
+            or lab_hi != int(lab_hi)):
+        problems.append(f"labels span [{lab_lo:g}, {lab_hi:g}], not integers in "
+                        f"[0, {num_classes}) as classes.json says")
+    if decode["undecodable"]:
+        problems.append(f"{decode['undecodable']} of the first {decode['records']} records "
+                        "do not decode with cv2.imdecode")
+    if opts.preprocess_threads > cap:
+        warnings.append(
+            f"preprocess_threads={opts.preprocess_threads} is above MXNet's cap "
+            f"max(nprocs/2 - 1, 1) = {cap} on this {procs}-CPU host; MXNet silently uses {cap}"
+        )
+
+    summary = {
+        "device": device["kind"],
+        "preprocess_threads": best["effective_threads"],
+        "images_per_sec": best["images_per_sec"],
+        "latency_p50_ms": best["latency_ms"]["p50"],
+        "latency_p95_ms": best["latency_ms"]["p95"],
+        "latency_p99_ms": best["latency_ms"]["p99"],
+        "time_to_first_batch_s": best["time_to_first_batch_s"],
+        "read_mb_per_sec": best["read_mb_per_sec"],
+        "bare_decode_images_per_sec": decode["images_per_sec"],
+        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
+        "bare_decode_limit_at_threads": round(
+            decode["images_per_sec"] * min(best["effective_threads"], procs), 1),
+        "fraction_smaller_than_data_shape": sizes["fraction_smaller"],
+        "gpu_memory_peak_bytes": best["gpu_memory_peak_bytes"],
+        "configured_threads_images_per_sec": primary["images_per_sec"],
+    }
+    return {
+        "schema": SCHEMA,
+        "created_at": started.isoformat(),
+        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
+        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
+        "loader": "mx.io.ImageRecordIter",
+        "options": opts.model_dump(mode="json"),
+        "host": host,
+        "device": device,
+        "dataset": {
+            "records": n_records, "rec_bytes": rec_bytes,
+            "mean_record_bytes": round(rec_bytes / n_records, 1), "num_classes": num_classes,
+            "sample": fetched.get("sample"),
+            "download_seconds": _r(fetched["download_seconds"]),
+            "download_mb_per_sec": (round(fetched["downloaded_bytes"] / 1e6
+                                          / fetched["download_seconds"], 2)
+                                    if fetched["download_seconds"] else None),
+        },
+        "bare_decode": decode,
+        "image_sizes": sizes,
+        "threads": {
+            "nprocs": procs, "cap": cap, "cap_formula": "max(nprocs // 2 - 1, 1) (MXNet 1.9.1 "
+            "ImageRecordIOParser2::Init, applied silently)",
+            "grid": grid, "measured_effective": sorted(by_effective),
+        },
+        "runs": runs,
+        "value_check": values,
+        "label_range": [lab_lo, lab_hi],
+        "recommendation": {**rec_pick, "prefetch_buffer": opts.prefetch_buffer,
+                           "batch_size": opts.batch_size, "device": device["kind"]},
+        "summary": summary,
+        "problems": problems,
+        "warnings": warnings,
+    }
