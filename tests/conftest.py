@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,14 @@ from tests.common.receivers import (  # noqa: F401  (fixtures)
     smtp_server,
     webhook_server,
 )
+
+# the MXNet environment `make venv` builds, unless the caller names another
+_MXNET_VENV = Path(__file__).resolve().parents[1] / ".venv-mxnet" / "bin" / "python"
+if "RECFORGE_MXNET_PYTHON" not in os.environ and _MXNET_VENV.exists():
+    os.environ["RECFORGE_MXNET_PYTHON"] = str(_MXNET_VENV)
+
+# tests/mxnet/ imports MXNet in-process: the MXNet environment runs it (tests/test_mxnet_tier.py)
+collect_ignore = ["mxnet"]
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
-from recforge.bench import run_and_gate, run_benchmark
-from recforge.bench.benchmark import reusable
+from recforge.bench import environment, run_and_gate, run_benchmark
+from recforge.bench.measure import reusable
 from recforge.spec.bench import BenchOptions, BenchSpec
 from tests.bench.test_bench import FAST, pack
+
+REPO = Path(__file__).resolve().parents[2]
 
 # what a benchmark run derives from the bytes alone (not from timing): a recomputation and a
 # reuse must agree on all of it
@@ -46,6 +49,11 @@ def test_same_window_bytes_reuse_and_equal_a_recomputation(tmp_path):
     assert third["reused_from"]["created_at"] == first["created_at"]
 
 
+def why_not_reusable(previous: dict, options: dict, sample: dict) -> str | None:
+    """``reusable`` where it runs, in the MXNet environment (it reads MXNet's host facts)."""
+    return reusable(previous, BenchOptions.model_validate(options), sample, None)
+
+
 def test_any_change_the_loader_would_see_measures_again(tmp_path):
     root = tmp_path / "v1"
     pack(root, n=48)
@@ -53,8 +61,11 @@ def test_any_change_the_loader_would_see_measures_again(tmp_path):
     first = run_benchmark(str(root), opts)
     changed = tmp_path / "v2"
     pack(changed, n=48, seed=1)  # same layout and sizes, other pixels
-    assert reusable(first, opts, run_benchmark(str(changed), opts)["dataset"]["sample"],
-                    None) == "the sampled window's bytes changed"
+    sample = run_benchmark(str(changed), opts)["dataset"]["sample"]
+    assert environment.call("tests.bench.test_reuse:why_not_reusable",  # the host is MXNet's
+                            {"previous": first, "options": opts.model_dump(mode="json"),
+                             "sample": sample}, pythonpath=[str(REPO)]) \
+        == "the sampled window's bytes changed"
     assert "reused_from" not in run_benchmark(str(changed), opts, previous=first)
     other = BenchOptions(**{**FAST, "thread_grid": (), "batch_size": 8})
     assert "reused_from" not in run_benchmark(str(root), other, previous=first)

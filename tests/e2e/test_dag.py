@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mxnet as mx
 import pytest
 import yaml
 
 from recforge import storage
 from recforge.dev import demo
+from tests.common import mxnet_readers
 from tests.common.sources import BAD, SMALL_BENCH, make_source
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,13 +90,12 @@ def test_dag_builds_publishes_and_fails_safely(bucket, airflow_home, tmp_path):
     assert summary["listed"] == len(objects)
     assert summary["packed"] == len(objects) - len(BAD) and summary["quarantined"] == len(BAD)
     n_train = summary["splits"]["train"]
-    it = mx.io.ImageRecordIter(path_imgrec=str(local / "train.rec"),
-                               path_imgidx=str(local / "train.idx"),
-                               data_shape=(3, 40, 40), batch_size=n_train, shuffle=False)
-    batch = next(iter(it))
-    assert batch.data[0].shape == (n_train, 3, 40, 40)
+    batch = mxnet_readers.read("iter_batch", rec=str(local / "train.rec"),
+                               idx=str(local / "train.idx"), data_shape=[3, 40, 40],
+                               batch_size=n_train)
+    assert batch["shape"] == [n_train, 3, 40, 40]
     classes = json.loads((local / "classes.json").read_text())["classes"]
-    assert set(batch.label[0].asnumpy().astype(int)) <= set(range(len(classes)))
+    assert {int(x) for x in batch["labels"]} <= set(range(len(classes)))
 
     # A triggered run with params: dry run + resize override — nothing new is published.
     ok, out = demo.run_dag_test("recforge__pets", env, conf={"dry_run": True, "resize": 32})

@@ -4,7 +4,6 @@ from the installed ``mxnet`` package), plus the corpus of broken and unusual fil
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import os
 import re
@@ -22,13 +21,17 @@ from recforge import im2rec, quarantine
 from recforge.format import recordio
 from tests.common import image_corpus as ic
 
-MX_IM2REC = os.path.join(importlib.util.find_spec("mxnet").submodule_search_locations[0],
-                         "tools", "im2rec.py")
+# MXNet's own tools/im2rec.py, run by the MXNet environment's interpreter
+MX_PYTHON = os.environ["RECFORGE_MXNET_PYTHON"]
+MX_IM2REC = subprocess.run(
+    [MX_PYTHON, "-c", "import importlib.util, os; print(os.path.join(importlib.util.find_spec("
+     "'mxnet').submodule_search_locations[0], 'tools', 'im2rec.py'))"],
+    capture_output=True, text=True, check=True).stdout.strip()
 INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
 
 
 def run_mxnet(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, MX_IM2REC, *args], capture_output=True, text=True,
+    proc = subprocess.run([MX_PYTHON, MX_IM2REC, *args], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 
-import mxnet as mx
 import pytest
 
 from recforge import pipeline, releases, storage
 from recforge.run import cache_uri
+from tests.common import mxnet_readers
 from tests.common.helpers import jpeg
 from tests.common.sources import make_source, make_spec
 
@@ -157,8 +157,9 @@ def test_prune_keeps_what_the_last_versions_use(bucket, capsys):
     left = {"/".join(o.key.split("/")[:2]) for o in storage.list_objects(cache_uri(spec))}
     assert left <= used
     for v in (v1, v2):  # published versions are copies: both still read
-        it = mx.recordio.MXIndexedRecordIO(*_local(v["uri"], "train"), "r")
-        assert len(it.keys) > 0
+        assert len(mxnet_readers.read("indexed", **dict(zip(("idx", "rec"),
+                                                            _local(v["uri"], "train"),
+                                                            strict=True)))["keys"]) > 0
     forced = pipeline.build(spec, run_id="p3", workers=1, force_rebuild=True)
     assert all(s.get("reused") for s in forced["pack"])  # the kept entries still serve
     with pytest.raises(SystemExit):
@@ -187,16 +188,15 @@ def test_mxnet_readers_take_63_bit_keys_in_key_order(bucket, tmp_path):
     lst = storage.get_bytes(f"{uri}/train.lst").decode().splitlines()
     assert [int(ln.split("\t")[0]) for ln in lst] == keys
 
-    indexed = mx.recordio.MXIndexedRecordIO(idx, rec, "r")
-    assert indexed.keys == keys
-    header, _ = mx.recordio.unpack(indexed.read_idx(keys[-1]))
-    assert header.id == keys[-1] and header.label == records[-1]["label"]
-    dataset = mx.gluon.data.vision.ImageRecordDataset(rec)
-    assert len(dataset) == len(keys) and dataset[0][1] == records[0]["label"]
+    indexed = mxnet_readers.read("indexed", idx=idx, rec=rec)
+    assert indexed["keys"] == keys
+    last = indexed["records"][-1]
+    assert last["id"] == keys[-1] and last["label"] == records[-1]["label"]
+    dataset = mxnet_readers.read("gluon_dataset", rec=rec)
+    assert dataset == {"length": len(keys), "first_label": records[0]["label"]}
     for shuffle in (False, True):
-        it = mx.io.ImageRecordIter(path_imgrec=rec, path_imgidx=idx, data_shape=(3, 32, 32),
-                                   batch_size=1, shuffle=shuffle, seed=3)
-        labels = [int(b.label[0].asnumpy()[0]) for b in it]
+        labels = [int(x) for x in mxnet_readers.read(
+            "iter_labels", rec=rec, idx=idx, data_shape=[3, 32, 32], shuffle=shuffle, seed=3)]
         assert len(labels) == len(keys)
         want = [int(r["label"]) for r in records]
         assert labels == want if not shuffle else sorted(labels) == sorted(want)

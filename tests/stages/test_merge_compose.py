@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import json
 
-import mxnet as mx
 import numpy as np
 import pytest
 
@@ -18,6 +17,7 @@ from recforge.format import names, recordio
 from recforge.run import Run
 from recforge.spec import parse_spec
 from recforge.stages import merge, pack, validate
+from tests.common import mxnet_readers
 
 MiB = 1 << 20
 RECORD = 256 * 1024  # payload bytes of one record
@@ -94,12 +94,10 @@ def test_composed_merge_downloads_no_rec_bytes(bucket, tmp_path):
     assert (got / "train.rec").read_bytes() == (expected / "train.rec").read_bytes()
     assert (got / "train.idx").read_bytes() == (expected / "train.idx").read_bytes()
 
-    reader = mx.recordio.MXIndexedRecordIO(str(got / "train.idx"), str(got / "train.rec"), "r")
-    assert sorted(reader.keys) == list(range(71))
-    for key in reader.keys:
-        header, body = mx.recordio.unpack(reader.read_idx(key))
-        assert header.id == key and header.label == key % 3 and len(body) == RECORD
-    reader.close()
+    read = mxnet_readers.read("indexed", idx=str(got / "train.idx"), rec=str(got / "train.rec"))
+    assert sorted(read["keys"]) == list(range(71))
+    for r in read["records"]:
+        assert r["id"] == r["key"] and r["label"] == r["key"] % 3 and r["body_bytes"] == RECORD
 
     sums = json.loads((got / names.CHECKSUMS).read_text())["files"]
     data = (got / "train.rec").read_bytes()

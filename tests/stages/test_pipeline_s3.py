@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-import mxnet as mx
 import pytest
 
 from recforge import pipeline, releases, storage
 from recforge.errors import LabelMapError, VersionExistsError
 from recforge.stages import publish
+from tests.common import mxnet_readers
 from tests.common.sources import BAD, make_source, make_spec
 
 
@@ -37,10 +37,9 @@ def test_build_publishes_what_mxnet_reads(bucket, tmp_path):
     truth = {r["source_key"]: classes["ids"][r["source_key"].split("/")[0]] for r in records}
 
     for split, n in summary["splits"].items():
-        it = mx.io.ImageRecordIter(path_imgrec=str(tmp_path / f"{split}.rec"),
-                                   path_imgidx=str(tmp_path / f"{split}.idx"),
-                                   data_shape=(3, 48, 48), batch_size=1, shuffle=False)
-        got = [int(b.label[0].asnumpy()[0]) for b in it]
+        got = [int(x) for x in mxnet_readers.read(
+            "iter_labels", rec=str(tmp_path / f"{split}.rec"),
+            idx=str(tmp_path / f"{split}.idx"), data_shape=[3, 48, 48])]
         mine = [r for r in records if r["split"] == split]
         assert len(got) == n == len(mine)
         assert got == [truth[r["source_key"]] for r in sorted(mine, key=lambda r: r["key"])]

@@ -1,0 +1,65 @@
+"""MXNet's own readers over files the core suite wrote, run in the MXNet environment.
+
+The core suite (numpy 2) cannot import MXNet; it calls these through :func:`read` — one
+child process per call, JSON in and out, exactly as the loader benchmark reaches MXNet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def read(name: str, **kwargs):
+    """Call ``name`` below in the MXNet environment (``$RECFORGE_MXNET_PYTHON``)."""
+    from recforge.bench import environment
+
+    return environment.call(f"tests.common.mxnet_readers:{name}", kwargs,
+                            pythonpath=[str(REPO)])
+
+
+def iter_labels(rec: str, idx: str | None, data_shape: list[int], shuffle: bool = False,
+                seed: int = 0) -> list[float]:
+    """Every record's first label through ``mx.io.ImageRecordIter``, one per batch."""
+    import mxnet as mx
+
+    kw = {"path_imgidx": idx} if idx else {}
+    it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=tuple(data_shape), batch_size=1,
+                               shuffle=shuffle, seed=seed, **kw)
+    return [float(b.label[0].asnumpy()[0]) for b in it]
+
+
+def iter_batch(rec: str, idx: str, data_shape: list[int], batch_size: int) -> dict:
+    """The first batch of ``mx.io.ImageRecordIter``: its data shape and labels."""
+    import mxnet as mx
+
+    it = mx.io.ImageRecordIter(path_imgrec=rec, path_imgidx=idx, data_shape=tuple(data_shape),
+                               batch_size=batch_size, shuffle=False)
+    batch = next(iter(it))
+    return {"shape": list(batch.data[0].shape),
+            "labels": [float(x) for x in batch.label[0].asnumpy().ravel()]}
+
+
+def indexed(idx: str, rec: str) -> dict:
+    """``mx.recordio.MXIndexedRecordIO``: its keys, and each record's header and body size."""
+    import mxnet as mx
+
+    reader = mx.recordio.MXIndexedRecordIO(idx, rec, "r")
+    rows = []
+    for key in reader.keys:
+        header, body = mx.recordio.unpack(reader.read_idx(key))
+        label = header.label
+        rows.append({"key": key, "id": int(header.id), "body_bytes": len(body),
+                     "label": [float(x) for x in label] if hasattr(label, "__len__")
+                     else float(label)})
+    reader.close()
+    return {"keys": list(reader.keys), "records": rows}
+
+
+def gluon_dataset(rec: str) -> dict:
+    """``mx.gluon.data.vision.ImageRecordDataset``: its length and first label."""
+    import mxnet as mx
+
+    ds = mx.gluon.data.vision.ImageRecordDataset(rec)
+    return {"length": len(ds), "first_label": float(ds[0][1])}

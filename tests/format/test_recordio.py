@@ -1,0 +1,29 @@
+"""recforge's RecordIO reader refuses damaged files with the byte named (no MXNet needed;
+the byte identity with MXNet's writer and readers is tests/mxnet/test_recordio.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from recforge.format import recordio
+from tests.common.helpers import write_split
+
+
+def test_truncated_file_and_bad_offset_are_named(tmp_path):
+    write_split(tmp_path, "s", [0, 1])
+    data = (tmp_path / "s.rec").read_bytes()
+    (tmp_path / "t.rec").write_bytes(data[:-10])
+    with pytest.raises(recordio.RecordIOError, match="truncated"):
+        list(recordio.iter_records(tmp_path / "t.rec"))
+    with open(tmp_path / "s.rec", "rb") as f, \
+            pytest.raises(recordio.RecordIOError, match="bad magic .* at byte 4"):
+        recordio.read_record_at(f, 4)
+
+
+def test_oversized_record_refused():
+    class Huge(bytes):
+        def __len__(self):
+            return recordio.MAX_RECORD_BYTES
+
+    with pytest.raises(recordio.RecordIOError, match="2\\^29"):
+        recordio.frame(Huge())
