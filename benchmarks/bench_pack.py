@@ -39,7 +39,6 @@ the practical limit, no framing, no checks, nothing written). Medians of the rep
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -55,8 +54,12 @@ import cv2
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-MX_IM2REC = os.path.join(importlib.util.find_spec("mxnet").submodule_search_locations[0],
-                         "tools", "im2rec.py")
+# MXNet's own tools/im2rec.py runs where MXNet lives: the MXNet environment
+MX_PYTHON = os.environ.get("RECFORGE_MXNET_PYTHON") or str(REPO / ".venv-mxnet" / "bin" / "python")
+MX_IM2REC = subprocess.run(
+    [MX_PYTHON, "-c", "import importlib.util, os; print(os.path.join(importlib.util.find_spec("
+     "'mxnet').submodule_search_locations[0], 'tools', 'im2rec.py'))"],
+    capture_output=True, text=True, check=True).stdout.strip()
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "retina",
           "immunohistochemistry", "colorwheel", "cat")
 TEXTURES = ("grass", "gravel", "brick")
@@ -263,7 +266,7 @@ def bare_loop(root: Path, names: list[str], args) -> dict:
 
 def commands(prefix: Path, root: Path, opts: list[str]) -> dict[str, list[str]]:
     return {
-        "im2rec": [sys.executable, MX_IM2REC, str(prefix["im2rec"]), str(root), *opts],
+        "im2rec": [MX_PYTHON, MX_IM2REC, str(prefix["im2rec"]), str(root), *opts],
         "recforge": [sys.executable, "-m", "recforge.cli", "im2rec", str(prefix["recforge"]),
                      str(root), *opts],
     }
