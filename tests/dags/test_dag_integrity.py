@@ -129,11 +129,15 @@ def test_parse_time_loads_only_the_spec_and_the_airflow_edge(both_kinds):
               and m not in ("recforge.spec", "recforge.orchestration")]
     assert loaded == [], loaded
     assert "recforge.orchestration.stage" not in both_kinds["recforge"]  # imported by tasks
-    dag_file = ast.parse((REPO / "dags" / "recforge_datasets.py").read_text())
-    imported = {n.module for n in ast.walk(dag_file) if isinstance(n, ast.ImportFrom)
-                and n.module and n.module.startswith("recforge")}
-    assert imported <= {"recforge.spec", "recforge.orchestration", "recforge.orchestration.docs",
-                        "recforge.orchestration.pools", "recforge.orchestration.notifier",
+    assert "recforge.orchestration.lineage" not in both_kinds["recforge"]  # by run_stage
+    imported = set()
+    for path in ("dags/recforge_datasets.py", "include/recforge/orchestration/dags.py"):
+        tree = ast.parse((REPO / path).read_text())
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                     and n.module and n.module.startswith("recforge")}
+    assert imported <= {"recforge.spec", "recforge.errors", "recforge.orchestration",
+                        "recforge.orchestration.docs", "recforge.orchestration.pools",
+                        "recforge.orchestration.notifier", "recforge.orchestration.specs",
                         "recforge.orchestration.stage"}, imported
 
 

@@ -45,7 +45,7 @@ def test_progress_lines_are_rate_limited(caplog):
 def test_run_stage_quiets_library_info_noise(tmp_path, monkeypatch):
     spec = parse_spec({"name": "d", "source": {"uri": str(tmp_path / "src")},
                        "publish": {"uri": str(tmp_path / "pub")}})
-    monkeypatch.setattr(orchestration_stage, "spec_by_name", lambda name: spec)
+    monkeypatch.setattr(orchestration_stage, "spec_by_name", lambda name, directory=None: spec)
     seen = {}
 
     def body(run):

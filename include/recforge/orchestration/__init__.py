@@ -1,7 +1,31 @@
 """The Airflow edge: everything that knows about task contexts, XCom, pools and callbacks.
 
+``dataset_dags(specs_dir=None)`` (:mod:`recforge.orchestration.dags`) builds one DAG per spec
+of a folder, so a deployment's DAG file is two lines::
+
+    from recforge.orchestration import dataset_dags
+    globals().update(dataset_dags("/opt/airflow/specs"))
+
 The DAG names stages by task id and calls :func:`recforge.orchestration.stage.run_stage`;
 that turns the task's params into a :class:`recforge.run.Run`, runs the stage, and maps a
 :class:`recforge.errors.RecforgeFailure` to a task failure without retries. Importable at DAG
-parse time: nothing here loads an engine until a task runs.
+parse time: nothing here loads an engine until a task runs, and importing this package loads
+no Airflow until ``dataset_dags`` is asked for.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from recforge.orchestration.dags import dataset_dags
+
+__all__ = ["dataset_dags"]
+
+
+def __getattr__(name: str):
+    if name == "dataset_dags":  # lazily: the CLI and the stages import this package too
+        from recforge.orchestration.dags import dataset_dags
+
+        return dataset_dags
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,29 @@ from recforge.spec import DatasetSpec
 from recforge.spec.quality import CHECKS
 
 
+def pipeline_doc(specs_dir: str = "the specs folder") -> str:
+    """The pipeline description every dataset DAG shares, below its own facts."""
+    return f"""
+### recforge dataset DAGs
+
+One DAG per dataset spec in `{specs_dir}` (dag_id `recforge__<name>`):
+
+ingest → flatten → remap labels → split & plan shards → pack (one mapped task per shard)
+→ merge → validate → loader benchmark (queue `gpu`) → quality gate (Great Expectations,
+Data Docs) → publish (versioned, `latest.json` last) → Asset event. Segmentation specs add
+an RGB→ID mask conversion stage mapped over the shards before pack. Any failure alerts
+(email / webhook) as the spec's `alerts` section says.
+
+Every task body is one call into the `recforge` package; tasks exchange only URIs and
+counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
+parameters from the UI form to override the source, the publish target or pack options,
+to build without publishing (dry run), or to publish even when nothing changed (force
+rebuild): a night whose content equals the latest version's packs and publishes nothing.
+With OpenLineage configured, the run events name the source prefix (ingest) and the
+published version (publish).
+"""
+
+
 def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
     """Markdown: the dataset's facts, then the pipeline description shared by every DAG."""
     root = f"{spec.publish.uri.rstrip('/')}/{spec.name}"

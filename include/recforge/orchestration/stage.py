@@ -2,20 +2,24 @@
 
 The DAG passes the dataset name, the run's params and its run id; the spec is re-read on
 the worker and the params applied as overrides and re-validated, so every task, on any
-worker, sees the same spec the run was triggered with. S3 goes through the spec's Airflow
-connection when it exists (``recforge.orchestration.connections``).
+worker, sees the same spec the run was triggered with. The spec comes from the folder the
+DAG was built from (``recforge.orchestration.specs``), which is also the folder relative colour
+maps are read from while the stage runs. S3 goes through the spec's Airflow connection when it
+exists (``recforge.orchestration.connections``); what the stage read and published is reported
+to the task's lineage (``recforge.orchestration.lineage``).
 """
 
 from __future__ import annotations
 
 import logging
 from functools import lru_cache
+from pathlib import Path
 
 from recforge import stages
 from recforge.errors import RecforgeFailure, SpecError
-from recforge.orchestration import connections, xcom
+from recforge.orchestration import connections, lineage, specs, xcom
 from recforge.run import Run
-from recforge.spec import DatasetSpec, load_specs
+from recforge.spec import DatasetSpec, load_specs, using_specs_dir
 
 # Param name → dotted spec field it overrides (None/empty means "keep the spec's value").
 PARAM_FIELDS = {
@@ -27,16 +31,19 @@ PARAM_FIELDS = {
 }
 
 
-@lru_cache(maxsize=1)
-def _specs() -> dict[str, DatasetSpec]:
-    return {s.name: s for s in load_specs()[0]}  # an invalid file is its own DAG's problem
+@lru_cache(maxsize=4)
+def _specs(directory: Path) -> dict[str, DatasetSpec]:
+    # an invalid file is its own DAG's problem
+    return {s.name: s for s in load_specs(directory)[0]}
 
 
-def spec_by_name(name: str) -> DatasetSpec:
+def spec_by_name(name: str, directory: str | Path | None = None) -> DatasetSpec:
+    """The spec named ``name`` in ``directory`` (default: ``specs.specs_dir()``'s order)."""
+    folder = specs.specs_dir(directory)
     try:
-        return _specs()[name]
+        return _specs(folder)[name]
     except KeyError:
-        raise SpecError(f"no dataset spec named {name!r} under include/datasets/") from None
+        raise SpecError(f"no dataset spec named {name!r} under {folder}") from None
 
 
 def overrides_from_params(params: dict | None) -> dict:
@@ -52,8 +59,9 @@ def max_map_length() -> int:
     return conf.getint("core", "max_map_length", fallback=1024)
 
 
-def run_for(name: str, params: dict | None, run_id: str) -> Run:
-    spec = spec_by_name(name)
+def run_for(name: str, params: dict | None, run_id: str,
+            directory: str | Path | None = None) -> Run:
+    spec = spec_by_name(name, directory)
     overrides = overrides_from_params(params)
     if overrides:
         spec = spec.with_overrides(overrides)
@@ -78,8 +86,13 @@ def _push(ti, key: str, value) -> None:
         pass
 
 
-def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, ti=None):
+def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, ti=None,
+              specs_dir: str | Path | None = None):
     """Run stage ``task_id`` (``recforge.stages``) for dataset ``name``; returns its result.
+
+    The spec is read from ``specs_dir`` (the DAG's folder; default: ``specs.specs_dir()``'s
+    order), and the stage runs with it as the specs folder. Its inputs and outputs go to the
+    task's lineage (``lineage.report``) once it succeeded.
 
     A :class:`RecforgeFailure` (deterministic: bad spec or input, invalid output, a failed
     check, a version clash) fails the task at once with ``AirflowFailException``: retrying
@@ -91,9 +104,13 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
     """
     quiet_libraries()
     try:
-        run = run_for(name, params, run_id)
-        connections.use_connection(run.spec.aws_conn_id)
-        return stages.entry(task_id)(run, *args)
+        folder = specs.specs_dir(specs_dir)
+        with using_specs_dir(folder):
+            run = run_for(name, params, run_id, folder)
+            connections.use_connection(run.spec.aws_conn_id)
+            result = stages.entry(task_id)(run, *args)
+        lineage.report(task_id, run, result)
+        return result
     except RecforgeFailure as exc:
         from airflow.sdk.exceptions import AirflowFailException
 

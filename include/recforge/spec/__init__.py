@@ -15,7 +15,8 @@ from recforge.spec.dataset import (
     load_specs,
     parse_spec,
     specs_dir,
+    using_specs_dir,
 )
 
 __all__ = ["IMAGE_EXTENSIONS", "DatasetSpec", "PackSpec", "SpecError", "load_all_specs",
-           "load_spec", "load_specs", "parse_spec", "specs_dir"]
+           "load_spec", "load_specs", "parse_spec", "specs_dir", "using_specs_dir"]

@@ -7,6 +7,7 @@ the field and the fix.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from pathlib import Path
@@ -354,14 +355,34 @@ def load_spec(path: str | Path) -> DatasetSpec:
     return parse_spec(data, origin=str(path))
 
 
+# the folder a running Airflow task was built from (``using_specs_dir``), else None
+_current_specs_dir: Path | None = None
+
+
 def specs_dir() -> Path:
-    """``include/datasets`` next to the package (the repo layout) unless overridden."""
+    """The specs folder, which relative colour-map paths are resolved against: the
+    one an Airflow task runs with (``using_specs_dir``), else ``RECFORGE_SPECS_DIR``, else
+    ``include/datasets`` next to the package."""
     import os
 
+    if _current_specs_dir is not None:
+        return _current_specs_dir
     env = os.environ.get("RECFORGE_SPECS_DIR")
     if env:
         return Path(env)
     return Path(__file__).resolve().parents[2] / "datasets"
+
+
+@contextlib.contextmanager
+def using_specs_dir(directory: str | Path):
+    """``specs_dir()`` is ``directory`` inside the block: a DAG built from a folder given in
+    code runs its stages against that folder (one stage per task process)."""
+    global _current_specs_dir
+    before, _current_specs_dir = _current_specs_dir, Path(directory)
+    try:
+        yield _current_specs_dir
+    finally:
+        _current_specs_dir = before
 
 
 def load_all_specs(directory: str | Path | None = None) -> list[DatasetSpec]:
