@@ -33,6 +33,20 @@ def test_version(capsys):
     assert capsys.readouterr().out.startswith("recforge ")
 
 
+def test_version_without_an_install_is_the_package_s_own(monkeypatch):
+    import importlib.metadata
+
+    from recforge import __version__
+    from recforge.cli import _version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    assert _version() == importlib.metadata.version("recforge") == __version__
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert _version() == __version__
+
+
 def test_help_loads_no_engine():
     code = ("import sys; from recforge.cli import make_parser; make_parser().format_help(); "
             "print(sorted(m for m in ('numpy', 'cv2', 'mxnet', 'boto3', 'pandas', "

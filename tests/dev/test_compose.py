@@ -490,20 +490,41 @@ def test_pools_used_by_tasks_are_created(compose):
 def test_dockerfiles_match_the_pinned_airflow_and_requirements():
     pinned = re.search(r"^apache-airflow==(\S+)$", (REPO / "requirements.txt").read_text(),
                        re.M).group(1)
-    for dockerfile, reqs, cons in (("Dockerfile", "requirements.txt", "constraints.txt"),
-                                   ("Dockerfile.gpu", "requirements-gpu.txt",
-                                    "constraints-gpu.txt")):
-        text = (REPO / dockerfile).read_text()
+    mxnet_venv = "/opt/recforge/mxnet-venv"
+    for dockerfile, core, mxnet in (
+            ("Dockerfile", ("requirements.txt", "constraints.txt"),
+             ("requirements-mxnet.txt", "constraints-mxnet.txt")),
+            ("Dockerfile.gpu", ("requirements-gpu.txt", "constraints.txt"),
+             ("requirements-mxnet-gpu.txt", "constraints-mxnet-gpu.txt"))):
+        text = re.sub(r"\\\n\s*", " ", (REPO / dockerfile).read_text())  # one line per step
         base = rf"^FROM apache/airflow:{re.escape(pinned)}-python3\.11\s*$"
         assert re.search(base, text, re.M), \
             f"{dockerfile} must build FROM apache/airflow:{pinned}-python3.11 (requirements.txt)"
-        assert re.search(rf"pip install .*-r \S*{re.escape(reqs)} -c \S*{re.escape(cons)}", text), \
-            f"{dockerfile} must install {reqs} with -c {cons}"
+        pips = (r"(?<!/)\bpip", re.escape(f"{mxnet_venv}/bin/pip"))
+        for (reqs, cons), pip in zip((core, mxnet), pips, strict=True):
+            assert (REPO / reqs).exists() and (REPO / cons).exists(), f"{reqs}, {cons}"
+            assert re.search(rf"{pip} install .*-r \S*{re.escape(reqs)} -c \S*{re.escape(cons)}",
+                             text), f"{dockerfile} must install {reqs} with -c {cons}"
+        assert f"python -m venv {mxnet_venv}" in text, f"{dockerfile}: the MXNet environment"
+        assert f"ENV RECFORGE_MXNET_PYTHON={mxnet_venv}/bin/python" in text, \
+            f"{dockerfile} must name the MXNet environment for the loader benchmark"
         assert "libquadmath0" in text and "libgomp1" in text, \
             f"{dockerfile}: libmxnet.so needs libgomp.so.1 and libquadmath.so.0 from apt"
-    assert "mxnet-cu112==" in (REPO / "requirements-gpu.txt").read_text()
+        assert re.search(rf"^RUN .*{re.escape(mxnet_venv)}.*\bldd ", text, re.M), \
+            f"{dockerfile}: the ldd check must read the MXNet environment's libmxnet.so"
+        if dockerfile == "Dockerfile.gpu":
+            assert re.search(rf"^RUN {re.escape(mxnet_venv)}/bin/python .*> "
+                             r"/tmp/recforge-nvidia-cu11\.conf", text, re.M), \
+                "the CUDA 11 wheels to register with ld.so are the MXNet environment's"
+        for copied in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", text, re.M):
+            for name in copied.split():
+                assert (REPO / name).exists(), f"{dockerfile} copies {name}, which is missing"
+    assert "mxnet-cu112==" in (REPO / "requirements-mxnet-gpu.txt").read_text()
+    assert not re.search(r"^mxnet", (REPO / "requirements-gpu.txt").read_text(), re.M), \
+        "MXNet belongs to the MXNet environment (requirements-mxnet-gpu.txt), not the core"
     dockerignore = (REPO / ".dockerignore").read_text().split()
     assert ".env" in dockerignore, ".env (credentials) must never be sent to the image build"
+    assert {".venv", ".venv-*"} <= set(dockerignore), "local environments stay out of the context"
 
 
 # --- every check can fail ---------------------------------------------------------------------

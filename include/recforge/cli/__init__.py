@@ -27,12 +27,16 @@ COMMAND_MODULES = [
 
 
 def _version() -> str:
+    """The installed distribution's version; the package's own ``__version__`` (the same
+    value: pyproject.toml reads it) when running from a source tree without an install."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("recforge")
-    except PackageNotFoundError:  # running from a source tree without an install
-        return "unknown"
+    except PackageNotFoundError:
+        from recforge import __version__
+
+        return __version__
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -60,8 +64,16 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "great_expectations"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
-        return args.func(args)
+    from recforge.errors import MissingExtra, needs_extra
+
+    try:  # a module of an optional extra missing anywhere below: the extra to install
+        with needs_extra(f"recforge {args.command}"):
+            return args.func(args)
+    except MissingExtra as exc:
+        if args.verbose:
+            raise
+        print(exc, file=sys.stderr)
+        return 2
     except Exception as exc:  # one clear line for expected failures; traceback with -v
         if args.verbose:
             raise
@@ -69,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"recforge {args.command}: error: {storage.explain(exc) or exc}", file=sys.stderr)
         return 2
-
 
 
 def run() -> int:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from recforge.errors import needs_extra
+
 
 def _demo(args) -> int:
-    from recforge.dev.demo import run_demo
+    with needs_extra("recforge demo", "dev", "airflow"):  # moto, the sample photos, the DAG
+        from recforge.dev.demo import run_demo
 
     return run_demo(Path(args.repo), port=args.port, per_class=args.per_class)
 
@@ -16,7 +19,8 @@ def _dev_s3(args) -> int:
 
     state = Path(args.state_dir)
     if args.action == "start":
-        endpoint, started = s3server.start_detached(state, args.port)
+        with needs_extra("recforge dev-s3 start", "dev"):  # checked here: moto runs in a child
+            endpoint, started = s3server.start_detached(state, args.port)
         print(f"local S3 server: {endpoint}{'' if started else ' (already running)'}")
         print(f"  use it:  export AWS_ENDPOINT_URL={endpoint}")
         for name, value in s3server.DEV_CREDENTIALS.items():  # dev-only placeholders
@@ -33,7 +37,8 @@ def _dev_s3(args) -> int:
 def _sample_data(args) -> int:
     from recforge.dev import sampledata
 
-    n = sampledata.upload(args.uri, args.per_class, args.seed)
+    with needs_extra("recforge sample-data", "dev"):  # the photos come from scikit-image
+        n = sampledata.upload(args.uri, args.per_class, args.seed)
     good = n - len(sampledata.BAD_OBJECTS)
     print(f"wrote {n} objects ({good} images in {len(sampledata.CLASSES)} classes, "
           f"{len(sampledata.BAD_OBJECTS)} deliberately bad) to {args.uri}")

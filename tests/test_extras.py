@@ -1,0 +1,104 @@
+"""A missing optional extra is named, with the command that installs it."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from recforge import errors
+from recforge.cli import main
+from recforge.errors import MissingExtra, RecforgeFailure, extra_for, needs_extra
+
+
+@pytest.mark.parametrize(("module", "extra"), [
+    ("airflow", "airflow"),
+    ("airflow.providers.amazon.aws.hooks.s3", "airflow"),  # Airflow without the provider
+    ("airflow.providers.openlineage", "lineage"),
+    ("openlineage.client", "lineage"),
+    ("nvidia", "dali"),  # `import nvidia.dali` with no nvidia package at all
+    ("nvidia.dali.fn", "dali"),
+    ("moto.server", "dev"),
+    ("skimage", "dev"),
+    ("mxnet", "mxnet"),
+    ("numpy", None),
+    ("airflowish", None),
+    (None, None),
+])
+def test_each_module_belongs_to_its_extra(module, extra):
+    assert extra_for(module) == extra
+
+
+def test_the_message_names_the_extra_and_the_install_command():
+    exc = MissingExtra("recforge demo", "dev", "moto")
+    assert str(exc) == ("recforge demo needs the 'dev' extra: pip install 'recforge[dev]' "
+                        "(missing module moto)")
+    assert isinstance(exc, RecforgeFailure) and isinstance(exc, ModuleNotFoundError)
+    assert (exc.extra, exc.name) == ("dev", "moto")
+    again = pickle.loads(pickle.dumps(exc))  # crosses process pools unchanged
+    assert (type(again), str(again), again.name) == (MissingExtra, str(exc), "moto")
+
+
+def test_mxnet_is_sent_to_an_environment_of_its_own():
+    message = str(MissingExtra("the Gluon dataset", "mxnet", "mxnet"))
+    assert "environment of its own" in message and "RECFORGE_MXNET_PYTHON" in message
+
+
+def test_an_import_inside_becomes_the_extra_it_needs():
+    with pytest.raises(MissingExtra, match=r"^the DALI loader needs the 'dali' extra: pip "
+                       r"install 'recforge\[dali\]' \(missing module nvidia\)$") as info:
+        with needs_extra("the DALI loader"):
+            raise ModuleNotFoundError("No module named 'nvidia'", name="nvidia")
+    assert isinstance(info.value.__cause__, ModuleNotFoundError)
+
+
+def test_a_module_no_extra_brings_passes_unchanged():
+    with pytest.raises(ModuleNotFoundError) as info:
+        with needs_extra("recforge build", "dev"):  # moto and skimage are installed here
+            import recforge_no_such_module  # noqa: F401
+    assert type(info.value) is ModuleNotFoundError
+
+
+def test_a_named_extra_is_checked_before_the_block_runs(monkeypatch):
+    monkeypatch.setitem(errors.EXTRA_MODULES, "dev", ("moto", "recforge_no_such_module"))
+    ran = []
+    with pytest.raises(MissingExtra, match=r"missing module recforge_no_such_module\)$"):
+        with needs_extra("recforge sample-data", "dev"):
+            ran.append(True)
+    assert ran == []
+    monkeypatch.setitem(errors.EXTRA_MODULES, "dev", ("moto", "recforge_no_such.child"))
+    with pytest.raises(MissingExtra, match="missing module recforge_no_such.child"):
+        with needs_extra("recforge sample-data", "dev"):  # a missing parent package too
+            pass
+
+
+@pytest.mark.parametrize(("argv", "what"), [
+    (["sample-data", "{tmp}/out"], "recforge sample-data"),
+    (["dev-s3", "start", "--state-dir", "{tmp}/out"], "recforge dev-s3 start"),
+    (["demo", "--repo", "{tmp}/out"], "recforge demo"),
+])
+def test_dev_commands_refuse_up_front(monkeypatch, tmp_path, capsys, argv, what):
+    monkeypatch.setitem(errors.EXTRA_MODULES, "dev", ("recforge_no_such_module",))
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err == (f"{what} needs the 'dev' extra: pip install "
+                                       "'recforge[dev]' (missing module recforge_no_such_module)\n")
+    assert not (tmp_path / "out").exists()  # refused before anything was written or started
+
+
+def test_the_demo_also_needs_airflow(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(errors.EXTRA_MODULES, "airflow", ("recforge_no_such_airflow",))
+    assert main(["demo", "--repo", str(tmp_path)]) == 2
+    assert "recforge demo needs the 'airflow' extra: pip install 'recforge[airflow]'" in \
+        capsys.readouterr().err
+
+
+def test_any_command_names_the_extra_of_a_module_missing_deep_inside(monkeypatch, capsys):
+    from recforge.format import validate
+
+    def needs_dali(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'nvidia.dali'", name="nvidia.dali")
+
+    monkeypatch.setattr(validate, "validate_prefix", needs_dali)
+    assert main(["validate", "/nowhere"]) == 2
+    assert capsys.readouterr().err == ("recforge validate needs the 'dali' extra: pip install "
+                                       "'recforge[dali]' (missing module nvidia.dali)\n")
