@@ -182,3 +182,24 @@ def test_coalesced_thumbnail_reads_render_the_same_page(two_versions, tmp_path, 
     one_each = build_report(prefix, tmp_path / "b.html").read_bytes()
     assert coalesced == one_each
     assert n_coalesced < len(calls)
+
+
+def test_both_loaders_are_charted_side_by_side(tmp_path):
+    from recforge.spec import parse_spec
+    from tests.common.helpers import jpeg
+    from tests.common.sources import SMALL_BENCH
+
+    for cls in ("cat", "dog"):
+        for i in range(24):
+            (tmp_path / "src" / cls).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "src" / cls / f"{i}.jpg").write_bytes(jpeg(64, 80, seed=i))
+    spec = parse_spec({
+        "name": "pets", "source": {"uri": str(tmp_path / "src")},
+        "splits": {"val_ratio": 0.0, "seed": 1}, "pack": {"resize": 64, "shard_size": 24},
+        "bench": {**SMALL_BENCH, "loader": "both"}, "publish": {"uri": str(tmp_path / "pub")}})
+    out = pipeline.build(spec, run_id="b1", workers=1)["publish"]
+    version = tmp_path / "pub" / "pets" / out["version"]
+    bench = json.loads((version / "bench.json").read_text())
+    assert bench["host"]["mxnet"] == "1.9.1" and bench["dali"]["host"]["dali"]
+    text = (version / "report.html").read_text()
+    assert "loader throughput" in text and "DALI loader throughput" in text

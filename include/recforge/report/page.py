@@ -275,6 +275,11 @@ def _charts(inp: ReportInputs) -> str:
             "preprocess threads (effective)", "img/s"))
     else:
         row.append('<p class="muted">No loader benchmark results (bench.json).</p>')
+    dali_runs = ((inp.bench or {}).get("dali") or {}).get("runs") or []
+    if dali_runs:  # bench.loader: both — DALI's loader beside MXNet's
+        row.append(line("DALI loader throughput", sorted(
+            (r["effective_threads"], r["images_per_sec"]) for r in dali_runs),
+            "DALI num_threads", "img/s"))
     out.append('<div class="charts">' + "".join(row) + "</div>")
     return "".join(out)
 
