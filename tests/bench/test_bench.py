@@ -54,13 +54,6 @@ def pack(root: Path, n: int = 64, size: tuple[int, int] = (64, 64), split: str =
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("bench") / "ds"
-    pack(root)
-    return root
-
-
-@pytest.fixture(scope="module")
 def results(dataset) -> dict:
     return run_benchmark(str(dataset), BenchOptions(**FAST))
 

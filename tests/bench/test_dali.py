@@ -4,21 +4,13 @@ floors of its own, and refused (with the fix) where it cannot read the split."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from recforge.bench import BenchFloorsFailed, format_table, run_and_gate, run_benchmark
 from recforge.spec.bench import BenchFloors, BenchOptions, BenchSpec
-from tests.bench.test_bench import FAST, NUM_CLASSES, pack
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("dali") / "ds"
-    pack(root)
-    return root
+from tests.bench.test_bench import FAST, NUM_CLASSES
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from recforge import storage
 from recforge.dev import demo
-from tests.common.sources import SMALL_BENCH, make_source
+from tests.common.sources import dag_specs, make_source
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -36,15 +35,7 @@ def _complete(events: list[dict], job: str) -> dict:
 
 def test_run_events_name_the_source_and_the_published_version(bucket, tmp_path):
     make_source(bucket)
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    (specs / "pets.yaml").write_text(yaml.safe_dump({
-        "name": "pets", "schedule": None,
-        "source": {"uri": f"s3://{bucket}/raw"},
-        "publish": {"uri": f"s3://{bucket}/datasets"},
-        "splits": {"val_ratio": 0.25, "seed": 1},
-        "pack": {"resize": 40, "shard_size": 10}, "bench": SMALL_BENCH,
-    }))
+    specs = dag_specs(tmp_path, bucket)
     log = tmp_path / "openlineage.jsonl"
     env = demo.airflow_env(REPO, {
         "AIRFLOW_HOME": str(tmp_path / "airflow"), "RECFORGE_SPECS_DIR": str(specs),

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
-from recforge.bench.results import SCHEMA, _r, percentile, recommend
+from recforge.bench.results import SCHEMA, _r, label_range, percentile, recommend, summary_of
+from recforge.errors import needs_extra
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
@@ -32,13 +33,8 @@ NAME = "nvidia.dali fn.readers.mxnet + fn.decoders.image + fn.crop_mirror_normal
 
 
 def _import_dali():
-    try:
+    with needs_extra("bench.loader dali/both (or set bench.loader: mxnet)", "dali"):
         import nvidia.dali as dali
-    except ImportError as exc:
-        raise LoaderBenchError(
-            f"bench.loader asks for DALI, which this environment cannot import ({exc}); "
-            "install the 'dali' extra: pip install 'recforge[dali]' (nvidia-dali-cuda120), "
-            "or set bench.loader: mxnet") from exc
     return dali
 
 
@@ -240,30 +236,13 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
     values = _value_check(root, opts, best["effective_threads"], device, n_records)
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
     problems += values["problems"]
-    lab_lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
-    lab_hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
-    if num_classes is not None and opts.label_width == 1 and (
-            lab_lo < 0 or lab_hi >= num_classes or lab_lo != int(lab_lo)
-            or lab_hi != int(lab_hi)):
-        problems.append(f"labels span [{lab_lo:g}, {lab_hi:g}], not integers in "
-                        f"[0, {num_classes}) as classes.json says")
+    lab_lo, lab_hi, label_problem = label_range(runs, values, num_classes, opts.label_width)
+    problems += [label_problem] if label_problem else []
     configured = min(opts.preprocess_threads, procs)
-    summary = {
-        "device": device["kind"], "preprocess_threads": best["effective_threads"],
-        "images_per_sec": best["images_per_sec"],
-        "latency_p50_ms": best["latency_ms"]["p50"], "latency_p95_ms": best["latency_ms"]["p95"],
-        "latency_p99_ms": best["latency_ms"]["p99"],
-        "time_to_first_batch_s": best["time_to_first_batch_s"],
-        "read_mb_per_sec": best["read_mb_per_sec"],
-        "bare_decode_images_per_sec": decode["images_per_sec"],
-        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
-        "bare_decode_limit_at_threads": round(
-            decode["images_per_sec"] * min(best["effective_threads"], procs), 1),
-        "fraction_smaller_than_data_shape": sizes["fraction_smaller"],
-        "gpu_memory_peak_bytes": None,
-        "configured_threads_images_per_sec": next(
-            r["images_per_sec"] for r in runs if r["effective_threads"] == configured),
-    }
+    summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
+                         sizes["fraction_smaller"], next(
+                             r["images_per_sec"] for r in runs
+                             if r["effective_threads"] == configured))
     return {
         "schema": SCHEMA, "created_at": started.isoformat(),
         "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),

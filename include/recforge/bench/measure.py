@@ -27,7 +27,7 @@ from recforge.bench.records import (
     count_records,
     size_check,
 )
-from recforge.bench.results import SCHEMA, _r, recommend
+from recforge.bench.results import SCHEMA, _r, label_range, recommend, summary_of
 from recforge.bench.segmentation import _segmentation
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
@@ -154,13 +154,8 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
     values = check_values(root, opts, best["effective_threads"], device, sizes)
     problems += values["problems"]
-    lab_lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
-    lab_hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
-    if num_classes is not None and opts.label_width == 1 and (
-            lab_lo < 0 or lab_hi >= num_classes or lab_lo != int(lab_lo)
-            or lab_hi != int(lab_hi)):
-        problems.append(f"labels span [{lab_lo:g}, {lab_hi:g}], not integers in "
-                        f"[0, {num_classes}) as classes.json says")
+    lab_lo, lab_hi, label_problem = label_range(runs, values, num_classes, opts.label_width)
+    problems += [label_problem] if label_problem else []
     if decode["undecodable"]:
         problems.append(f"{decode['undecodable']} of the first {decode['records']} records "
                         "do not decode with cv2.imdecode")
@@ -170,23 +165,8 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
             f"max(nprocs/2 - 1, 1) = {cap} on this {procs}-CPU host; MXNet silently uses {cap}"
         )
 
-    summary = {
-        "device": device["kind"],
-        "preprocess_threads": best["effective_threads"],
-        "images_per_sec": best["images_per_sec"],
-        "latency_p50_ms": best["latency_ms"]["p50"],
-        "latency_p95_ms": best["latency_ms"]["p95"],
-        "latency_p99_ms": best["latency_ms"]["p99"],
-        "time_to_first_batch_s": best["time_to_first_batch_s"],
-        "read_mb_per_sec": best["read_mb_per_sec"],
-        "bare_decode_images_per_sec": decode["images_per_sec"],
-        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
-        "bare_decode_limit_at_threads": round(
-            decode["images_per_sec"] * min(best["effective_threads"], procs), 1),
-        "fraction_smaller_than_data_shape": sizes["fraction_smaller"],
-        "gpu_memory_peak_bytes": best["gpu_memory_peak_bytes"],
-        "configured_threads_images_per_sec": primary["images_per_sec"],
-    }
+    summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
+                         sizes["fraction_smaller"], primary["images_per_sec"])
     return {
         "schema": SCHEMA,
         "created_at": started.isoformat(),

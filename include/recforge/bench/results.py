@@ -42,3 +42,37 @@ def recommend(runs: list[dict]) -> dict:
         "why": (f"fastest measured setting (within {TIE_FRACTION:.0%} of the best, fewest "
                 "threads); values above the cap are not useful: MXNet lowers them silently"),
     }
+
+
+def summary_of(best: dict, decode: dict, device_kind: str, limit_threads: int,
+               fraction_smaller: float | None, configured_images_per_sec: float) -> dict:
+    """``bench.json``'s ``summary``: the recommended run's numbers beside the bare-decode rate
+    (``limit_threads``: the threads the single-core limit is scaled by)."""
+    return {
+        "device": device_kind,
+        "preprocess_threads": best["effective_threads"],
+        "images_per_sec": best["images_per_sec"],
+        "latency_p50_ms": best["latency_ms"]["p50"],
+        "latency_p95_ms": best["latency_ms"]["p95"],
+        "latency_p99_ms": best["latency_ms"]["p99"],
+        "time_to_first_batch_s": best["time_to_first_batch_s"],
+        "read_mb_per_sec": best["read_mb_per_sec"],
+        "bare_decode_images_per_sec": decode["images_per_sec"],
+        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
+        "bare_decode_limit_at_threads": round(decode["images_per_sec"] * limit_threads, 1),
+        "fraction_smaller_than_data_shape": fraction_smaller,
+        "gpu_memory_peak_bytes": best["gpu_memory_peak_bytes"],
+        "configured_threads_images_per_sec": configured_images_per_sec,
+    }
+
+
+def label_range(runs: list[dict], values: dict, num_classes: int | None,
+                label_width: int) -> tuple[float, float, str | None]:
+    """The labels every batch showed, ``(lo, hi, problem)``: a problem when single labels are
+    not integers in ``[0, num_classes)`` as ``classes.json`` says."""
+    lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
+    hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
+    bad = num_classes is not None and label_width == 1 and (
+        lo < 0 or hi >= num_classes or lo != int(lo) or hi != int(hi))
+    return lo, hi, (f"labels span [{lo:g}, {hi:g}], not integers in [0, {num_classes}) as "
+                    "classes.json says" if bad else None)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from recforge.bench.device import _gpu_used_bytes, _host, nprocs, resolve_device
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records
-from recforge.bench.results import SCHEMA, _r, percentile, recommend
+from recforge.bench.results import SCHEMA, _r, percentile, recommend, summary_of
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
@@ -144,24 +144,11 @@ def _segmentation(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
         problems.append(f"mask values {bad[:10]} outside [0, {num_classes}) and ignore {ignore}")
     if not all(r["finite"] for r in rows):
         problems.append("image batches hold NaN or Inf")
-    summary = {
-        "device": device["kind"], "preprocess_threads": best["effective_threads"],
-        "num_workers": best["effective_threads"], "images_per_sec": best["images_per_sec"],
-        "latency_p50_ms": best["latency_ms"]["p50"], "latency_p95_ms": best["latency_ms"]["p95"],
-        "latency_p99_ms": best["latency_ms"]["p99"],
-        "time_to_first_batch_s": best["time_to_first_batch_s"],
-        "read_mb_per_sec": best["read_mb_per_sec"],
-        "bare_decode_images_per_sec": decode["images_per_sec"],
-        "fraction_of_bare_decode": round(best["images_per_sec"] / decode["images_per_sec"], 3),
-        "bare_decode_limit_at_threads": round(decode["images_per_sec"] * max(
-            best["effective_threads"], 1), 1),
-        "fraction_smaller_than_data_shape": None,
-        "gpu_memory_peak_bytes": best["gpu_memory_peak_bytes"],
-        "configured_threads_images_per_sec": next(
-            (r["images_per_sec"] for r in runs
-             if r["effective_threads"] == min(opts.preprocess_threads, procs)),
-            best["images_per_sec"]),
-    }
+    summary = summary_of(best, decode, device["kind"], max(best["effective_threads"], 1), None,
+                         next((r["images_per_sec"] for r in runs
+                               if r["effective_threads"] == min(opts.preprocess_threads, procs)),
+                              best["images_per_sec"]))
+    summary["num_workers"] = best["effective_threads"]
     lo = min((r["min"] for r in rows), default=0.0)
     hi = max((r["max"] for r in rows), default=0.0)
     return {
