@@ -97,3 +97,23 @@ def test_one_child_process_per_benchmark(dataset, monkeypatch):
     res = run_benchmark(str(dataset), BenchOptions(**{**FAST, "thread_grid": (1, 2)}))
     assert len(res["runs"]) >= 1 and len(calls) == 1
     assert res["host"]["mxnet"] == "1.9.1"  # measured where MXNet lives, and said so
+
+
+def test_another_recforge_in_the_mxnet_environment_is_named():
+    from recforge.bench import worker
+
+    reply = worker.serve({"target": "tests.bench.test_environment:mxnet_version",
+                          "kwargs": {}, "recforge_version": "0.0.1"})
+    assert reply["error"]["kind"] == "environment"
+    assert "caller 0.0.1" in reply["error"]["message"]
+    assert "install the same recforge into both" in reply["error"]["message"]
+
+
+def test_dali_missing_names_its_extra(dataset, monkeypatch):
+    from recforge import errors
+
+    monkeypatch.setattr(errors, "_importable", lambda module: module != "nvidia.dali")
+    with pytest.raises(errors.MissingExtra) as err:
+        run_benchmark(str(dataset), BenchOptions(**FAST), loader="dali")
+    assert "needs the 'dali' extra: pip install 'recforge[dali]'" in str(err.value)
+    assert "bench.loader: mxnet" in str(err.value)
