@@ -21,6 +21,7 @@ from recforge.quality.inputs import (
     VERIFY_COLUMNS,
     GateInputs,
     compact_identities,
+    is_text,
     phash_columns,
 )
 from recforge.spec.quality import QualitySpec
@@ -229,7 +230,7 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
     df["quarantined"] = df["source_key"].map(refused).fillna(0).astype(int)
     df["accounted"] = df["packed"] + df["quarantined"]
     if "etag" in listing.columns and "source_etag" in rec.columns:
-        if listing["etag"].dtype == object:  # rows given as dicts
+        if is_text(listing["etag"]):  # rows given as dicts
             listing = listing[["key", "etag"]].copy()
             compact_identities(listing)
         listed_etag = listing.drop_duplicates("key").set_index("key")["etag"]

@@ -153,7 +153,7 @@ def _compact(df: pd.DataFrame, columns, shared: dict) -> pd.DataFrame:
         df = df.reindex(columns=[c for c in columns if c in df.columns] or list(columns))
     df = df.drop(columns=[c for c in DROPPED if c in df.columns])
     for col in SHARED_STRINGS:
-        if col in df.columns and df[col].dtype == object:
+        if col in df.columns and is_text(df[col]):
             codes, uniques = df[col].factorize()
             values = np.array([shared.setdefault((col, u), u) for u in uniques] + [None],
                               dtype=object)
@@ -162,6 +162,14 @@ def _compact(df: pd.DataFrame, columns, shared: dict) -> pd.DataFrame:
         df["phash_u64"], df["phash_ok"] = phash_columns(df.pop("phash"))
     compact_identities(df)
     return df
+
+
+def is_text(column: pd.Series) -> bool:
+    """A column of Python strings: ``object`` under pandas 2, ``str`` under pandas 3 (whose
+    default python storage keeps the very objects it is given, so sharing them still holds)."""
+    import pandas as pd
+
+    return column.dtype == object or pd.api.types.is_string_dtype(column.dtype)
 
 
 def compact_identities(df: pd.DataFrame) -> None:
@@ -185,7 +193,7 @@ def compact_identities(df: pd.DataFrame) -> None:
         df["sha_hi"] = pd.arrays.IntegerArray(hi, ~ok)
         df["sha_lo"] = pd.arrays.IntegerArray(lo, ~ok)
     for col in ("source_etag", "etag"):
-        if col in df.columns and df[col].dtype == object:
+        if col in df.columns and is_text(df[col]):
             values = df[col].to_numpy(object)
             missing = pd.isna(values)
             hashed = pd.util.hash_array(np.where(missing, "", values).astype(str).astype(object))
