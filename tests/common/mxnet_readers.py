@@ -63,3 +63,48 @@ def gluon_dataset(rec: str) -> dict:
 
     ds = mx.gluon.data.vision.ImageRecordDataset(rec)
     return {"length": len(ds), "first_label": float(ds[0][1])}
+
+
+def segmentation_pairs(root: str, split: str) -> dict:
+    """``SegmentationRecordDataset`` (MXNet's ``MXIndexedRecordIO`` underneath): the split's
+    keys, ``num_classes``, and each record's decoded image and mask as nested lists."""
+    from recforge.segmentation.dataset import SegmentationRecordDataset
+
+    ds = SegmentationRecordDataset.from_split(root, split)
+    pairs = [ds[i] for i in range(len(ds))]
+    return {"num_classes": ds.num_classes, "keys": [int(k) for k in ds.keys],
+            "images": [img.tolist() for img, _ in pairs],
+            "masks": [mask.tolist() for _, mask in pairs]}
+
+
+def joint_transforms_follow_the_pixels(root: str, split: str, blue: int) -> list[dict]:
+    """Flip, scale and padded crop through Gluon ``DataLoader`` workers, over images whose
+    pixels encode their own coordinates (R = x, G = y, B = ``blue``): per sample, whether it
+    holds real and padded pixels, whether the padding is ignore (255) in the mask, and whether
+    every real pixel's mask value is the published mask at the coordinate it encodes."""
+    import numpy as np
+    from mxnet.gluon.data import DataLoader
+
+    from recforge.segmentation.dataset import (
+        JointCompose,
+        RandomCrop,
+        RandomFlipLeftRight,
+        RandomScale,
+        SegmentationRecordDataset,
+    )
+
+    plain = SegmentationRecordDataset.from_split(root, split)
+    masks = [plain[i][1] for i in range(len(plain))]
+    moved = SegmentationRecordDataset.from_split(root, split, transform=JointCompose([
+        RandomFlipLeftRight(), RandomScale([64], multiple=32, image_interp="nearest"),
+        RandomCrop((72, 96), pad_image=0, ignore_index=255)]))
+    out = []
+    for i, (img, mask) in enumerate(DataLoader(moved, batch_size=1, num_workers=2,
+                                               shuffle=False)):
+        img, mask = img.asnumpy()[0], mask.asnumpy()[0]
+        real = img[..., 2] == blue
+        xs, ys = img[..., 0][real].astype(int), img[..., 1][real].astype(int)
+        out.append({"real": bool(real.any()), "padded": bool((~real).any()),
+                    "padding_ignored": bool((mask[~real] == 255).all()),
+                    "mask_follows": bool(np.array_equal(mask[real], masks[i][ys, xs]))})
+    return out

@@ -12,6 +12,7 @@ import yaml
 
 from recforge import storage
 from recforge.dev import demo
+from tests.common import mxnet_readers
 from tests.common.segdata import (
     block_ids,
     cityscapes_color,
@@ -68,40 +69,21 @@ def test_segmentation_dag_publishes_aligned_pairs(bucket, tmp_path):
     assert summary["splits"] == {"train": 7}
     assert (local / "train_mask.rec").exists() and (local / "train_mask.idx").exists()
 
-    from recforge.segmentation.dataset import SegmentationRecordDataset
-
     records = [json.loads(ln) for ln in (local / "records.jsonl").read_text().splitlines()]
     key_to_src = {r["key"]: r["source_key"] for r in records}
-    ds = SegmentationRecordDataset.from_split(str(local), "train")
-    assert len(ds) == 7 and ds.num_classes == 19
-    for i, key in enumerate(ds.keys):
-        img, mask = ds[i]
+    ds = mxnet_readers.read("segmentation_pairs", root=str(local), split="train")
+    assert len(ds["keys"]) == 7 and ds["num_classes"] == 19
+    for key, img, mask in zip(ds["keys"], ds["images"], ds["masks"], strict=True):
         np.testing.assert_array_equal(mask, expected_train_ids(ids_of[key_to_src[key]]))
         np.testing.assert_array_equal(img, coord_image(64, 48))
 
     # joint transforms (flip, scale pool, crop with padding) through DataLoader workers: every
     # output pixel's mask value is the published mask at the coordinate the image pixel
     # encodes (R = x, G = y), and padding is ignore in the mask wherever the image is padding
-    # (the Gluon part needs MXNet in-process: tests/mxnet/test_segmentation_dataset.py runs it
-    # in the MXNet environment; here it runs only where the core can import MXNet)
-    DataLoader = pytest.importorskip("mxnet.gluon.data").DataLoader
-
-    from recforge.segmentation.dataset import (
-        JointCompose,
-        RandomCrop,
-        RandomFlipLeftRight,
-        RandomScale,
-    )
     from tests.common.segdata import BLUE
 
-    plain = [ds[i][1] for i in range(len(ds))]
-    moved = SegmentationRecordDataset.from_split(str(local), "train", transform=JointCompose([
-        RandomFlipLeftRight(), RandomScale([64], multiple=32, image_interp="nearest"),
-        RandomCrop((72, 96), pad_image=0, ignore_index=255)]))
-    loader = DataLoader(moved, batch_size=1, num_workers=2, shuffle=False)
-    for i, (img, mask) in enumerate(loader):
-        img, mask = img.asnumpy()[0], mask.asnumpy()[0]
-        real = img[..., 2] == BLUE
-        assert real.any() and (~real).any() and (mask[~real] == 255).all()
-        xs, ys = img[..., 0][real].astype(int), img[..., 1][real].astype(int)
-        np.testing.assert_array_equal(mask[real], plain[i][ys, xs])
+    checked = mxnet_readers.read("joint_transforms_follow_the_pixels", root=str(local),
+                                 split="train", blue=BLUE)
+    assert len(checked) == 7
+    assert all(c == {"real": True, "padded": True, "padding_ignored": True,
+                     "mask_follows": True} for c in checked), checked

@@ -8,6 +8,7 @@ import numpy as np
 
 from recforge import pipeline
 from recforge.spec import parse_spec
+from tests.common import mxnet_readers
 from tests.common.segdata import (
     block_ids,
     city_spec_doc,
@@ -41,14 +42,11 @@ def test_build_segmentation_with_process_pool(tmp_path):
     assert result["quality_gate"]["ok"], result["quality_gate"]
 
     out = tmp_path / "pub" / "city" / result["publish"]["version"]
-    from recforge.segmentation.dataset import SegmentationRecordDataset
-
     records = [json.loads(ln) for ln in (out / "records.jsonl").read_text().splitlines()]
     for split in summary["splits"]:
-        ds = SegmentationRecordDataset.from_split(str(out), split)
+        ds = mxnet_readers.read("segmentation_pairs", root=str(out), split=split)
         by_key = {r["key"]: r["source_key"] for r in records if r["split"] == split}
-        for i, key in enumerate(ds.keys):
-            _, mask = ds[i]
+        for key, mask in zip(ds["keys"], ds["masks"], strict=True):
             np.testing.assert_array_equal(mask, expected_train_ids(truth[by_key[key]]))
 
 

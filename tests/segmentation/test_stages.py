@@ -12,6 +12,7 @@ from recforge.format import validate
 from recforge.run import Run
 from recforge.spec import parse_spec
 from recforge.stages import convert_masks, flatten, ingest, merge, pack, remap_labels, split
+from tests.common import mxnet_readers
 from tests.common.segdata import (
     block_ids,
     cityscapes_color,
@@ -81,13 +82,10 @@ def test_segmentation_run(tmp_path, source):
     assert report["ok"], report["failures"]
 
     # train
-    from recforge.segmentation.dataset import SegmentationRecordDataset
-
-    ds = SegmentationRecordDataset.from_split(run.uri("out"), "train")
-    assert len(ds) == 4 and ds.num_classes == 19
+    ds = mxnet_readers.read("segmentation_pairs", root=run.uri("out"), split="train")
+    assert len(ds["keys"]) == 4 and ds["num_classes"] == 19
     key_to_src = {r["key"]: r["source_key"] for r in records}
-    for i, key in enumerate(ds.keys):
-        img, mask = ds[i]
+    for key, img, mask in zip(ds["keys"], ds["images"], ds["masks"], strict=True):
         np.testing.assert_array_equal(mask, expected_train_ids(ids_of[key_to_src[key]]))
         np.testing.assert_array_equal(img, coord_image(64, 48))
 
