@@ -116,3 +116,30 @@ def test_a_killed_merge_run_again_publishes_the_same_bytes(source, s3_endpoint, 
     keys = [r["source_key"] for r in records]
     assert len(keys) == len(set(keys)) == summary["packed"]
     assert summary["listed"] == summary["packed"] + summary["quarantined"]
+
+
+def test_a_publish_killed_before_its_manifest_then_rerun_verifies(source, s3_endpoint,
+                                                                  tmp_path):
+    """The killed attempt copied Data Docs pages that the re-run gate writes under new
+    names; the resumed publish lands exactly its own files, and ``recforge verify`` agrees."""
+    from recforge import pipeline, releases
+    from recforge.cli import main
+
+    run = Run(source, "killed")
+    pipeline.build(source, run_id=run.run_id, workers=1, dry_run=True)
+    target = releases.version_uri(source, run.version())
+    pages = sorted(n for n in storage.read_json(run.checksums("quality_gate"))["files"]
+                   if n.endswith(".html") and "/validations/" in n)
+    assert pages, "the gate recorded no Data Docs validation pages"
+    killed_copies = kill_when_written(s3_endpoint, tmp_path, run, "publish", [], target,
+                                      pages[0], names.MANIFEST)
+
+    stages.entry("quality_gate")(run)  # an Airflow clear of quality_gate + publish
+    stages.entry("publish")(run)
+    assert main(["verify", target]) == 0
+    manifest = releases.read_manifest(target)
+    listed = {f["name"] for f in manifest["files"]}
+    assert {o.key for o in storage.list_objects(target)} == listed | {names.MANIFEST,
+                                                                      names.CLAIM}
+    assert set(killed_copies) - listed - {names.CLAIM}, \
+        "the re-run gate wrote the same page names: nothing was left to clean"

@@ -19,6 +19,9 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
    and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part,
    ``PART_THREADS`` parts at a time). A mismatch fails the publish naming the file
    (``ChecksumMismatch``), and removes the partial version this run owns.
+   Then whatever else the version folder holds is deleted: an earlier attempt of this run
+   that died before its manifest may have copied files this attempt does not publish (a
+   re-run quality gate writes its Data Docs pages under new names).
 5. **manifest.json** (every file with its size and ``sha256`` or ``parts``) with
    ``If-None-Match: *``: a version is created once.
 6. **latest.json** by compare-and-swap (``If-Match`` its ETag, ``If-None-Match: *`` when
@@ -75,6 +78,7 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
         _claim(run, target)
         _clean_orphans(releases.dataset_root(spec), version, orphan_grace_s)
         published = _copy_and_check(run, target, files)
+        _drop_strays(run, target, files)
         manifest = _write_manifest(run, target, version, published, summary, previous, metadata)
     elif manifest.get("run_id") != run.run_id:
         raise _exists(target, manifest.get("run_id"))
@@ -196,6 +200,19 @@ def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]
         raise ChecksumMismatch(f"publish refused ({n} objects of {target} removed); the "
                                "published copy is not what was staged:\n" + "\n".join(problems))
     return [e for e, _ in done]
+
+
+def _drop_strays(run: Run, target: str, files: dict[str, dict]) -> None:
+    """Delete what the version folder holds besides this attempt's files and the claim:
+    the copies of an earlier attempt of this run that died before its manifest. The version
+    is this run's (its claim), and not visible (no manifest), so nobody reads them."""
+    keep = set(files) | {names.CLAIM}
+    strays = [o.key for o in storage.list_objects(target) if o.key not in keep]
+    if strays:
+        storage.delete_many(storage.join(target, k) for k in strays)
+        log.warning("publish: removed %d file(s) an earlier attempt of run %s left in %s and "
+                    "this attempt does not publish (first: %s)", len(strays), run.run_id,
+                    target, strays[0])
 
 
 def _write_manifest(run: Run, target: str, version: str, files: list[dict], summary: dict,
