@@ -48,7 +48,10 @@ def _top_level_imports(path: Path, known: set[str]) -> set[str]:
     found = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            # ``from package import module`` imports that module; a package's own modules
+            # importing each other so are its floors, below the façade in its __init__
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            names = subs if all(n in known for n in subs) else [node.module, *subs]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         else:
@@ -143,3 +146,11 @@ def test_stage_entry_points_take_the_run():
         params = list(inspect.signature(stages.entry(s.task_id)).parameters)
         assert params[:1] == ["run"], s.task_id
         assert ("shard_id" in params) == s.per_shard, s.task_id
+
+
+def test_s3_requests_are_the_storage_wings():
+    """Only ``recforge.storage`` sends S3 requests (through its one retry rule): nothing
+    else takes a client from ``storage.s3_client()``."""
+    offenders = sorted(m for m, p in _modules().items() if _room(m) != "storage"
+                       and "s3_client()" in p.read_text(encoding="utf-8"))
+    assert offenders == []

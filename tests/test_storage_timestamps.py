@@ -24,9 +24,9 @@ def test_a_listing_parses_last_modified_with_it(bucket, monkeypatch):
     storage.put_bytes(f"s3://{bucket}/a/x", b"1")
     seen = []
     fast = storage.parse_timestamp
-    monkeypatch.setattr(storage, "parse_timestamp", lambda v: seen.append(v) or fast(v))
-    storage._sessions.clear()  # a new session picks the parser up
+    monkeypatch.setattr(storage.client, "parse_timestamp", lambda v: seen.append(v) or fast(v))
+    storage.client._sessions.clear()  # a new session picks the parser up
     storage.configure_s3(None)  # and new clients
     (obj,) = storage.list_objects(f"s3://{bucket}/a")
     assert seen and obj.modified and abs(obj.modified - botocore_parse(seen[0]).timestamp()) < 1
-    storage._sessions.clear()  # later tests get sessions with the real parser
+    storage.client._sessions.clear()  # later tests get sessions with the real parser

@@ -60,6 +60,11 @@ class ChecksumMismatch(RecforgeFailure):
     ETag differ), or has no recorded checksum; the message names the file."""
 
 
+class StoreGuaranteeMissing(RecforgeFailure):
+    """The object store does not honour a guarantee publishing rests on (a conditional
+    write); the message names the store, the guarantee and the choices."""
+
+
 # The optional parts of the recforge distribution (pyproject.toml's extras) and the modules
 # each one brings that recforge imports; a missing one is reported with the extra to install.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {

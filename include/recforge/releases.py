@@ -79,21 +79,32 @@ def previous_classes(spec: DatasetSpec) -> tuple[str, dict] | None:
         version_uri(spec, latest["version"], names.CLASSES))
 
 
-def check_file(uri: str, entry: dict, *, name: str | None = None, etag: str | None = None,
-               hash_up_to: int | None = None, threads: int = 1) -> str | None:
+def check_file(uri: str, entry: dict, *, name: str | None = None,
+               source: storage.ObjectInfo | None = None, hash_up_to: int | None = None,
+               threads: int = 1) -> str | None:
     """What is wrong with one object against its manifest / checksums entry (``size`` and
     ``sha256``, or ``parts``: ``[{size, sha256}, …]`` checked with one ranged GET each), or
-    None. ``etag``: the ETag it must also have; ``hash_up_to``: hash only objects up to this
-    size (larger ones: size and ETag only); ``threads``: parts read and hashed at once (every
-    part is hashed either way; the first wrong one, in order, is the one reported)."""
+    None. The store's own SHA-256 checksum, where it keeps one, must match the record (and
+    the entry's ``checksum``); ``source``: the object this one is a copy of, whose checksum
+    it must have, or its ETag where the store keeps no checksums (an ETag is no digest under
+    SSE-KMS). ``hash_up_to``: hash only objects up to this size (larger ones: size and
+    checksum or ETag only); ``threads``: parts read and hashed at once (every part is hashed
+    either way; the first wrong one, in order, is the one reported)."""
     name = name or entry.get("name") or uri
     info = storage.head(uri)
     if info is None:
         return f"{name}: missing"
     if info.size != entry["size"]:
         return f"{name}: {info.size} bytes, expected {entry['size']}"
-    if etag is not None and info.etag != etag:
-        return f"{name}: ETag {info.etag}, expected {etag}"
+    wrong = storage.checksum_problem(name, info.checksum, entry,
+                                     source.checksum if source else None)
+    if wrong:
+        return wrong
+    if entry.get("checksum") and info.checksum is None:
+        return f"{name}: the store keeps no checksum; {entry['checksum']} was recorded"
+    if source is not None and (info.checksum is None or source.checksum is None) \
+            and info.etag != source.etag:
+        return f"{name}: ETag {info.etag}, expected {source.etag}"
     if hash_up_to is not None and info.size > hash_up_to:
         return None
     parts = entry.get("parts") or [{"size": entry["size"], "sha256": entry.get("sha256")}]

@@ -9,6 +9,17 @@ fault for it, with probability ``rate``, among ``modes``:
   are sent and the connection is reset (RST): a body broken mid-read;
 * ``delay``: the response is held back ``delay_s`` (seeded, up to ``max_delay_s``) first.
 
+``strip`` (header names) are removed from every request before it is forwarded: a gateway
+that drops conditional headers (``If-None-Match``, ``If-Match``) turns a conditional write
+into a plain one, as an older S3-compatible store that ignores them does (stores that check
+signatures refuse the request instead: the test server does not check them).
+
+``opaque_etags = True`` answers as a store does for SSE-KMS objects, whose ETag is no MD5
+of the bytes: every object's ETag (headers, listings, copy results) is replaced by a digest
+of the object's name and its real ETag (a ``-<n>`` part count kept), so a copy's ETag
+differs from its source's; conditional headers carrying such an ETag are mapped back.
+Multipart part requests are left alone (their ETags only feed the completion).
+
 ``down = True`` refuses service altogether: every connection is reset as soon as it is
 accepted (the server is "down"). ``stats`` counts requests and injected faults per mode.
 
@@ -19,15 +30,18 @@ Bounded: one short-lived thread per connection, socket timeouts on both sides, a
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import html
 import http.client
 import random
+import re
 import socket
 import struct
 import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 MODES = ("slowdown", "internal", "reset", "delay")
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
@@ -45,7 +59,8 @@ class FaultProxy(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, upstream: str, *, rate: float = 0.0, modes=MODES, seed: int = 0,
-                 max_delay_s: float = 0.3):
+                 max_delay_s: float = 0.3, strip: tuple[str, ...] = (),
+                 opaque_etags: bool = False):
         unknown = set(modes) - set(MODES)
         if unknown or not 0 <= rate <= 1:
             raise ValueError(f"modes {sorted(unknown)} not in {MODES} or rate {rate} not "
@@ -55,6 +70,9 @@ class FaultProxy(ThreadingHTTPServer):
         self.upstream = (parsed.hostname, parsed.port)
         self.rate, self.modes, self.max_delay_s = rate, tuple(modes), max_delay_s
         self.down = False
+        self.strip = {h.lower() for h in strip}
+        self.opaque_etags = opaque_etags
+        self._real: dict[str, str] = {}  # opaque ETag → the upstream's
         self.stats: Counter = Counter()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -73,6 +91,19 @@ class FaultProxy(ThreadingHTTPServer):
                 return None, 0.0
             self.stats[mode] += 1
             return mode, delay
+
+    def opaque(self, name: str, etag: str) -> str:
+        """The ETag shown for object ``name`` whose upstream ETag is ``etag`` (quoted)."""
+        real = etag.strip('"')
+        suffix = f"-{real.rsplit('-', 1)[1]}" if "-" in real else ""
+        shown = '"' + hashlib.md5(f"{name}|{real}".encode()).hexdigest() + suffix + '"'
+        with self._lock:
+            self._real[shown] = etag
+        return shown
+
+    def real(self, etag: str) -> str:
+        with self._lock:
+            return self._real.get(etag, etag)
 
     def handle_error(self, request, client_address) -> None:
         """A client that gave up on a connection (its own timeout, our reset) is normal
@@ -129,7 +160,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in HOP_BY_HOP and k.lower() not in self.server.strip}
+        if len(headers) < len(self.headers) - len(HOP_BY_HOP & {k.lower() for k in self.headers}):
+            with self.server._lock:
+                self.server.stats["stripped"] += 1
+        parsed = urlparse(self.path)
+        opaque = self.server.opaque_etags and "uploadId" not in parsed.query
+        if opaque:
+            for k in headers:
+                if k.lower() in ("if-match", "x-amz-copy-source-if-match"):
+                    headers[k] = self.server.real(headers[k])
         if body or self.command in ("PUT", "POST"):
             headers["Content-Length"] = str(len(body))
         upstream = http.client.HTTPConnection(*self.server.upstream, timeout=TIMEOUT_S)
@@ -140,6 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
             out_headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
         finally:
             upstream.close()
+        if opaque:
+            data, out_headers = self._opaque(unquote(parsed.path), data, out_headers)
         if fault == "delay":
             time.sleep(delay)
         head = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n"]
@@ -157,6 +200,29 @@ class _Handler(BaseHTTPRequestHandler):
             _reset(self.connection)
             return
         self.wfile.write(raw)
+
+    def _opaque(self, path: str, data: bytes, headers: list) -> tuple[bytes, list]:
+        """ETags of the object at ``path`` (headers, a copy's result) or of a listing's
+        objects (each by its ``<Key>``) made opaque."""
+        headers = [(k, self.server.opaque(path, v) if k.lower() == "etag" else v)
+                   for k, v in headers]
+        xml = any(k.lower() == "content-type" and "xml" in v for k, v in headers)
+        if not xml or b"<ETag>" not in data:  # an object's own bytes are never touched
+            return data, headers
+        bucket = "/" + path.strip("/").split("/", 1)[0]
+
+        def listed(m: re.Match) -> bytes:
+            key = re.search(rb"<Key>(.*?)</Key>", m.group(0))
+            name = f"{bucket}/{html.unescape(key.group(1).decode())}" if key else path
+            return re.sub(rb"<ETag>(.*?)</ETag>", lambda e: b"<ETag>" + html.escape(
+                self.server.opaque(name, html.unescape(e.group(1).decode()))).encode()
+                + b"</ETag>", m.group(0))
+
+        if b"<Contents>" in data:
+            data = re.sub(rb"<Contents>.*?</Contents>", listed, data, flags=re.S)
+        else:
+            data = listed(re.match(rb".*", data, flags=re.S))
+        return data, headers
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

@@ -36,6 +36,7 @@ FAILURES = [
     errors.ValidationFailed("structural validation failed"),
     errors.VersionExistsError("v1 was already published"),
     errors.ChecksumMismatch("train.rec: SHA-256 ab…, expected cd…"),
+    errors.StoreGuaranteeMissing("the store at http://gw:80 accepted a second write"),
     LoaderBenchError("max_crop_size 300 is larger than the smallest image"),
     MXNetEnvironmentMissing("set RECFORGE_MXNET_PYTHON"),
     errors.MissingExtra("recforge demo", "dev", "moto"),

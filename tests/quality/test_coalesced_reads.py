@@ -37,12 +37,12 @@ def test_coalesced_re_read_equals_one_read_per_record(tmp_path, monkeypatch, cor
 
     calls = []
     real = storage.get_range
-    monkeypatch.setattr(storage, "get_range",
+    monkeypatch.setattr(storage.objects, "get_range",
                         lambda *a: calls.append(a) or real(*a))
     coalesced = verify_records(records.copy(), inputs.rec_uris, None)
     n_coalesced = len(calls)
     calls.clear()
-    monkeypatch.setattr(storage, "coalesce", lambda spans, **_: [
+    monkeypatch.setattr(storage.bulk, "coalesce", lambda spans, **_: [
         (s, n, [i]) for i, (s, n) in enumerate(spans)])  # one read per record: as before
     one_each = verify_records(records.copy(), inputs.rec_uris, None)
     assert len(calls) == len(records) > n_coalesced

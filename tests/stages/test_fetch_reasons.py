@@ -108,10 +108,10 @@ def test_a_body_broken_mid_read_is_read_again(monkeypatch):
         def get_object(self, **kw):
             return {"Body": Body()}
 
-    monkeypatch.setattr(storage, "s3_client", lambda: Client())
+    monkeypatch.setattr(storage.client, "s3_client", lambda: Client())
     monkeypatch.setattr("time.sleep", lambda s: None)
     assert storage.get_bytes("s3://b/k") == b"whole object" and len(calls) == 3
     calls.clear()
-    monkeypatch.setattr(storage, "READ_ATTEMPTS", 2)
+    monkeypatch.setattr(storage.retry, "READ_ATTEMPTS", 2)
     with pytest.raises(ResponseStreamingError):
         storage.get_bytes("s3://b/k")

@@ -400,7 +400,7 @@ def test_copy_exact_copies_many_parts_at_once_in_order(bucket, monkeypatch):
                 with lock:
                     active[0] -= 1
 
-    monkeypatch.setattr(storage, "s3_client", lambda: Counting(real_client()))
+    monkeypatch.setattr(storage.client, "s3_client", lambda: Counting(real_client()))
     dst = storage.copy_exact(f"s3://{bucket}/{key}", f"s3://{bucket}/copy/{key}")
     assert (dst.size, dst.etag) == (src.size, src.etag)
     assert storage.get_bytes(f"s3://{bucket}/copy/{key}") == b"".join(body)
@@ -439,10 +439,10 @@ def test_copy_exact_refuses_parts_that_do_not_add_up_and_leaves_no_copy(bucket, 
                 got = {**got, "ContentLength": got["ContentLength"] - 1}
             return got
 
-    monkeypatch.setattr(storage, "s3_client", lambda: ShortPart(real_client()))
+    monkeypatch.setattr(storage.client, "s3_client", lambda: ShortPart(real_client()))
     with pytest.raises(OSError, match=r"lying-parts\.bin: its 2 parts add up to"):
         storage.copy_exact(f"s3://{bucket}/{key}", f"s3://{bucket}/copy/{key}")
-    monkeypatch.setattr(storage, "s3_client", real_client)
+    monkeypatch.setattr(storage.client, "s3_client", real_client)
     assert storage.head(f"s3://{bucket}/copy/{key}") is None
     assert not real_client().list_multipart_uploads(Bucket=bucket).get("Uploads")
     assert src.size == 5 * 1024 * 1024 + 4

@@ -117,3 +117,108 @@ def test_the_gate_tells_a_record_it_cannot_read_from_a_wrong_one(bucket, through
     with through(rate=1.0, modes=("reset",)), pytest.raises(Exception) as failed:
         verify_records(records.copy(), inputs.rec_uris, None)
     assert storage.is_transient(failed.value), repr(failed.value)
+
+
+def test_every_s3_request_of_a_build_goes_through_the_one_retry_rule(baseline, through):
+    """Each request a client sends is seen by a botocore hook that asks whether it runs
+    under ``storage.retry``: a whole build (pack, compose, copies, publish, cleanup), through
+    the fault proxy, makes none outside it."""
+    from recforge.storage import client, retry
+
+    seen: list[tuple[str, bool]] = []
+
+    def instrumented():
+        made = client.default_client()
+        made.meta.events.register(
+            "before-call.s3", lambda event_name, **_: seen.append(
+                (event_name.rsplit(".", 1)[-1], retry.inside())))
+        return made
+
+    bucket, expected = baseline
+    spec = make_spec(bucket).with_overrides({"publish.uri": f"s3://{bucket}/ruled"})
+    storage.configure_s3(instrumented)
+    try:
+        with through(rate=0.05, modes=MODES, seed=7):
+            out = pipeline.build(spec, run_id="ruled", workers=1)
+            storage.copy_exact(storage.join(out["publish"]["uri"], "train.rec"),
+                               f"s3://{bucket}/elsewhere/train.rec")
+            storage.delete(f"s3://{bucket}/elsewhere/train.rec")
+    finally:
+        storage.configure_s3(None)
+    outside = sorted({op for op, ruled in seen if not ruled})
+    assert outside == [], f"requests outside the retry rule: {outside}"
+    made = {op for op, _ in seen}
+    assert {"GetObject", "PutObject", "HeadObject", "ListObjectsV2", "CopyObject",
+            "DeleteObject", "DeleteObjects"} <= made, sorted(made)
+    assert published_data(out["publish"]["uri"]) == expected
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_by_name(baseline, through):
+    """A gateway that drops If-None-Match / If-Match: publish proves the store first, and
+    fails naming the store and both guarantees before it writes anything into the version;
+    ``publish.conditional_writes: unchecked`` is the documented way to publish anyway."""
+    from recforge import releases
+    from recforge.errors import StoreGuaranteeMissing
+    from recforge.run import Run
+    from recforge.stages import publish
+
+    bucket, expected = baseline
+    spec = make_spec(bucket).with_overrides({"publish.uri": f"s3://{bucket}/stripped"})
+    pipeline.build(spec, run_id="stripped", workers=1, dry_run=True)
+    run = Run(spec, "stripped")
+    with through(strip=("If-None-Match", "If-Match")) as proxy:
+        with pytest.raises(StoreGuaranteeMissing) as refused:
+            publish.publish(run)
+        message = str(refused.value)
+        assert proxy.endpoint in message and bucket in message
+        assert "If-None-Match: *" in message and "If-Match a wrong ETag" in message
+        assert "publish.conditional_writes: unchecked" in message
+        assert proxy.stats["stripped"] >= 2
+        assert not list(storage.list_objects(releases.dataset_root(spec))), "wrote first"
+        assert not list(storage.list_objects(storage.join(spec.publish.uri,
+                                                          "_recforge_probe")))
+
+        trusting = spec.with_overrides({"publish.conditional_writes": "unchecked"})
+        out = publish.publish(Run(trusting, "stripped"))
+    assert published_data(out["uri"]) == expected
+    assert releases.read_latest(trusting)["uri"] == out["uri"]
+
+
+def test_sse_kms_publish_and_verify_rest_on_checksums_not_etags(baseline, through, capsys):
+    """A bucket encrypted with SSE-KMS by default, behind a store whose ETags are no MD5s
+    (and differ between a copy and its source, as KMS ETags do): publish still proves each
+    copy by the store's SHA-256, verify passes, and a flipped byte is still caught."""
+    import hashlib
+
+    from recforge.cli import main
+
+    bucket, expected = baseline
+    kms = f"t-{bucket[2:]}-kms"[:63]
+    storage.s3_client().create_bucket(Bucket=kms)
+    storage.s3_client().put_bucket_encryption(Bucket=kms, ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {
+            "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "alias/recforge-test"}}]})
+    for o in storage.list_objects(f"s3://{bucket}/raw"):
+        storage.copy(f"s3://{bucket}/raw/{o.key}", f"s3://{kms}/raw/{o.key}")
+    spec = make_spec(kms)
+    with through(opaque_etags=True) as proxy:
+        out = pipeline.build(spec, run_id="kms", workers=1)
+        version = out["publish"]["uri"]
+        classes = storage.join(version, "classes.json")
+        head = storage.head(classes)
+        assert head.checksum and head.etag != hashlib.md5(storage.get_bytes(classes)).hexdigest()
+        assert main(["verify", version]) == 0
+        data_files = {k: v for k, v in published_data(version).items()
+                      if k.endswith(DATA_FILES)}  # the manifests name the other bucket
+        assert data_files == {k: v for k, v in expected.items() if k.endswith(DATA_FILES)}
+        rec = storage.join(version, "val.rec")
+        data = bytearray(storage.get_bytes(rec))
+        data[len(data) // 2] ^= 0x01  # inside a record's image bytes: framing stays sound
+        storage.put_bytes(rec, bytes(data))
+        capsys.readouterr()
+        assert main(["verify", version]) == 1
+    assert "val.rec" in capsys.readouterr().out
+    assert storage.s3_client().head_object(
+        Bucket=kms, Key=version.split("/", 3)[3] + "/train.rec")["ServerSideEncryption"] == \
+        "aws:kms"
+    assert proxy.stats["requests"] > 0

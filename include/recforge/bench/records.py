@@ -61,7 +61,7 @@ def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = Non
     records_uri = records_uri if storage.exists(records_uri) else None
     started = time.perf_counter()
     entries = _idx_entries(idx_uri)
-    size = _size(rec_uri)
+    size = storage.size_of(rec_uri)
     window, end = _window(entries, size, max_bytes, min_records)
     sample = {"records": len(window), "bytes": end, "split_records": len(entries),
               "split_bytes": size, "whole_split": len(window) == len(entries),
@@ -77,7 +77,7 @@ def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = Non
     if storage.exists(mask_rec):  # segmentation: the masks of the window's keys
         keys = {k for k, _ in window}
         mask_entries = _idx_entries(storage.join(prefix, names.idx(split, mask=True)))
-        mask_window, mask_end = _key_window(mask_entries, keys, _size(mask_rec))
+        mask_window, mask_end = _key_window(mask_entries, keys, storage.size_of(mask_rec))
         got += _fetch_window(mask_rec, dest / names.rec(split, mask=True), mask_window,
                              mask_end, dest / names.idx(split, mask=True))
     classes = storage.join(prefix, names.CLASSES)
@@ -156,11 +156,6 @@ def _idx_entries(uri: str) -> list[tuple[int, int]]:
         return recordio.read_idx(Path(tmp) / "split.idx")
 
 
-def _size(uri: str) -> int:
-    if not storage.is_s3(uri):
-        return storage.local_path(uri).stat().st_size
-    bucket, key = storage.split_s3(uri)
-    return int(storage.s3_client().head_object(Bucket=bucket, Key=key)["ContentLength"])
 
 
 def _window(entries: list[tuple[int, int]], size: int, max_bytes: int | None,

@@ -169,33 +169,29 @@ def _fetch_chunks(wanted: dict[int, tuple[str, dict]], threads: int
     of the source ``part.rec`` files and verified by SHA-256; a chunk that does not verify
     is left out (re-packed)."""
     chunk_ids = list(wanted)
-    reads = [(uri, start, length, [chunk_ids[m] for m in members])
-             for uri, start, length, members in storage.plan_reads(
-                 [(u, c["start"], c["length"]) for u, c in wanted.values()])]
 
-    def fetch(read):
-        uri, start, length, members = read
-        try:
-            data = storage.get_range(uri, start, length)
-        except Exception as exc:  # noqa: BLE001 - a pruned source is a cache miss
-            if storage.is_transient(exc):
-                raise
-            log.info("cache %s unreadable (%s): re-packing its chunks", uri, exc)
+    def cut(members: list[int], got) -> list[tuple[int, bytes]]:
+        if isinstance(got, Exception):
+            if storage.is_transient(got):
+                raise got
+            # a pruned source is a cache miss
+            log.info("cache %s unreadable (%s): re-packing its chunks",
+                     wanted[chunk_ids[members[0]]][0], got)
             return []
-        return [(i, storage.slice_read(data, start, wanted[i][1]["start"],
-                                       wanted[i][1]["length"])) for i in members]
+        return [(chunk_ids[m], data) for m, data in zip(members, got, strict=True)]
 
-    out = {}
-    with ThreadPoolExecutor(max(1, min(threads, len(reads) or 1))) as pool:
-        for got in pool.map(fetch, reads):
-            for i, data in got:
-                doc = wanted[i][1]
-                if len(data) != doc["length"] or hashlib.sha256(data).hexdigest() != doc["sha256"]:
-                    log.warning("cache chunk %s in %s is corrupt (checksum does not match): "
-                                "re-packing it", doc["hash"][:12], wanted[i][0])
-                    continue
-                out[i] = (data, doc["records"], doc["quarantine"])
-    log.info("cache: %d chunks in %d ranged reads", len(out), len(reads))
+    out, n_reads = {}, 0
+    for got in storage.read_spans([(u, c["start"], c["length"]) for u, c in wanted.values()],
+                                  cut, max(1, threads)):
+        n_reads += 1
+        for i, data in got:
+            doc = wanted[i][1]
+            if len(data) != doc["length"] or hashlib.sha256(data).hexdigest() != doc["sha256"]:
+                log.warning("cache chunk %s in %s is corrupt (checksum does not match): "
+                            "re-packing it", doc["hash"][:12], wanted[i][0])
+                continue
+            out[i] = (data, doc["records"], doc["quarantine"])
+    log.info("cache: %d chunks in %d ranged reads", len(out), n_reads)
     return out
 
 

@@ -237,7 +237,6 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
     equals the manifest's). Rows not sampled stay null: GX counts them as missing, not as
     failures.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
 
@@ -264,21 +263,17 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
                 _framed_size(length) + 4 * (length // 4 + 1))
             jobs.append((row.name, uri, start, max(span, 8)))
 
-    def fetch(read):
-        """One coalesced ranged read of a .rec; each of its records' bytes, checked."""
-        uri, read_start, read_len, members = read
-        try:
-            data = storage.get_range(uri, read_start, read_len)
-        except Exception as exc:  # could not read: not a fact about the records
-            if not _past_the_end(exc):  # raised as it is: a transient one stays transient
-                log.error("quality: could not read %s bytes %d-%d to check %d record(s) "
-                          "(failing the task, to be retried): %r", uri, read_start,
-                          read_start + read_len - 1, len(members), exc)
-                raise
-            data = b""  # the manifest points past the end of the .rec: read, and wrong
-        return [(jobs[j][0], check(jobs[j], storage.slice_read(data, read_start, jobs[j][2],
-                                                                 jobs[j][3])))
-                for j in members]
+    def fetched(members: list[int], got) -> list:
+        """One coalesced ranged read of a .rec (``storage.read_spans``): its records checked."""
+        if isinstance(got, Exception):  # could not read: not a fact about the records
+            if not _past_the_end(got):  # raised as it is: a transient one stays transient
+                first = jobs[members[0]]
+                log.error("quality: could not read %s from byte %d to check %d record(s) "
+                          "(failing the task, to be retried): %r", first[1], first[2],
+                          len(members), got)
+                raise got
+            got = [b""] * len(members)  # the manifest points past the end: read, and wrong
+        return [(jobs[j][0], check(jobs[j], data)) for j, data in zip(members, got, strict=True)]
 
     def check(job, data: bytes):
         index, uri, start, span = job
@@ -309,16 +304,17 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             int(row["height"]), int(row["width"]), int(row["channels"]))
         return "ok", id_ok, label_ok, shape_ok
 
-    # the sampled records of a .rec in a few coalesced reads (storage.plan_reads), not one
-    # GET each: the same bytes, sliced per record
-    reads = storage.plan_reads([(uri, start, span) for _, uri, start, span in jobs])
-    with ThreadPoolExecutor(threads) as pool:
-        for checked in pool.map(fetch, reads):
-            for index, values in checked:
-                for col, value in zip(VERIFY_COLUMNS, values, strict=True):
-                    records.at[index, col] = value
+    # the sampled records of a .rec in a few coalesced reads, not one GET each: the same
+    # bytes, sliced per record
+    n_reads = 0
+    for checked in storage.read_spans([(uri, start, span) for _, uri, start, span in jobs],
+                                      fetched, threads):
+        n_reads += 1
+        for index, values in checked:
+            for col, value in zip(VERIFY_COLUMNS, values, strict=True):
+                records.at[index, col] = value
     log.info("quality: re-read and decoded %d records from the .rec files in %d reads",
-             len(jobs), len(reads))
+             len(jobs), n_reads)
     return records
 
 

@@ -7,7 +7,6 @@ import logging
 import random
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from html import escape
 from pathlib import Path
 
@@ -105,7 +104,7 @@ class _Records:
         return int(offsets[i]) if i < len(offsets) else None
 
     def prefetch(self, records: list) -> None:
-        """The records' framed bytes in a few coalesced reads per split (``storage.plan_reads``),
+        """The records' framed bytes in a few coalesced reads per split (``storage.read_spans``),
         ``PREFETCH_THREADS`` at a time; :meth:`image` then slices them instead of one GET
         each. Each read's records are cut out in its thread, so only their bytes are kept."""
         by_split: dict[str, list] = defaultdict(list)
@@ -115,24 +114,17 @@ class _Records:
         spans = [(split, self.inputs.rec_uri(split), r["offset"],
                   span_of(r["offset"], r["length"], self._next(r, "offset")))
                  for split, rows in by_split.items() for r in rows]
-        reads = [(spans[members[0]][0], uri, start, length, [spans[i][2:] for i in members])
-                 for uri, start, length, members in storage.plan_reads(
-                     [s[1:] for s in spans])]
 
-        def read(job) -> list[tuple[tuple[str, int], bytes]]:
-            split, uri, start, length, spans = job
-            try:
-                data = storage.get_range(uri, start, length)
-            except Exception as exc:  # image() reads it again, and says why
-                log.debug("report: prefetch of %s bytes %d+%d failed: %s", uri, start,
-                          length, exc)
+        def cut(members: list[int], got) -> list[tuple[tuple[str, int], bytes]]:
+            if isinstance(got, Exception):  # image() reads it again, and says why
+                log.debug("report: prefetch of %d records of %s failed: %s", len(members),
+                          spans[members[0]][1], got)
                 return []
-            return [((split, span[0]), storage.slice_read(data, start, *span))
-                    for span in spans]
+            return [((spans[i][0], spans[i][2]), data)
+                    for i, data in zip(members, got, strict=True)]
 
-        with ThreadPoolExecutor(PREFETCH_THREADS) as pool:
-            for got in pool.map(read, reads):
-                self.fetched.update(got)
+        for got in storage.read_spans([s[1:] for s in spans], cut, PREFETCH_THREADS):
+            self.fetched.update(got)
 
     def image(self, r: dict) -> np.ndarray | None:
         try:

@@ -164,6 +164,11 @@ class PackSpec(StrictModel):
 
 class PublishSpec(StrictModel):
     uri: str = Field(description="s3://bucket/prefix; versions land in <uri>/<name>/<version>/")
+    conditional_writes: Literal["required", "unchecked"] = Field(
+        "required", description="required: before its first publish into a bucket, a run "
+        "proves the store refuses a second If-None-Match: * write and a wrong If-Match, and "
+        "fails naming the store if not; unchecked: skip that proof (for a store known to "
+        "honour them, or one where exclusive publishing is given up: docs/reliability.md)")
 
     @field_validator("uri")
     @classmethod

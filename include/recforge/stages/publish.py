@@ -9,20 +9,28 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
    merge's ``out/checksums.json``, then each later stage's ``<stage>/checksums.json``
    (``Run.recording_outputs``). Anything else in ``out/`` (a killed attempt's leftovers) is
    not published. Each staged source must still have its recorded size (and ETag).
-2. **Claim**: ``<version>/_claim.json`` naming the run, written with ``If-None-Match: *``.
+2. **Proof** that the store honours conditional writes (``storage.prove_conditional_writes``,
+   once per bucket and process): a store that ignores ``If-None-Match`` / ``If-Match``
+   fails the publish with ``StoreGuaranteeMissing`` before anything is written, unless the
+   spec sets ``publish.conditional_writes: unchecked``.
+   **Claim**: ``<version>/_claim.json`` naming the run, written with ``If-None-Match: *``.
    A version another run claimed raises ``VersionExistsError`` before this run has written
    anything there; this run's own claim (a retry after a crash) resumes.
 3. **Clean**: version folders without a manifest whose claim is older than
    ``ORPHAN_GRACE_S`` (a publish that crashed and was never retried) are deleted.
-4. **Copy, then check**: server-side copies that keep the source's ETag
-   (``storage.copy_exact``); each copy must have the recorded size and the source's ETag,
+4. **Copy, then check**: server-side copies that keep the source's ETag and have the store
+   compute their SHA-256 (``storage.copy_exact``); each copy must have the recorded size and
+   the store's checksum of it must be the recorded SHA-256 (or the source's composite
+   checksum) — the source's ETag only where the store keeps no checksums, since under SSE-KMS
+   an ETag is no digest and a copy gets another one;
    and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part,
    ``PART_THREADS`` parts at a time). A mismatch fails the publish naming the file
    (``ChecksumMismatch``), and removes the partial version this run owns.
    Then whatever else the version folder holds is deleted: an earlier attempt of this run
    that died before its manifest may have copied files this attempt does not publish (a
    re-run quality gate writes its Data Docs pages under new names).
-5. **manifest.json** (every file with its size and ``sha256`` or ``parts``) with
+5. **manifest.json** (every file with its size, ``sha256`` or ``parts``, and the store's
+   ``checksum`` where it keeps one) with
    ``If-None-Match: *``: a version is created once.
 6. **latest.json** by compare-and-swap (``If-Match`` its ETag, ``If-None-Match: *`` when
    absent), and only forward (``releases.order_key``): a late retry of an older run never
@@ -74,6 +82,8 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
     manifest = releases.read_manifest(target)
     if manifest is None:
         files = staged_files(run)
+        if spec.publish.conditional_writes == "required":
+            storage.prove_conditional_writes(spec.publish.uri)
         previous = releases.read_latest(spec)
         _claim(run, target)
         _clean_orphans(releases.dataset_root(spec), version, orphan_grace_s)
@@ -183,14 +193,17 @@ def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]
         entry = files[name]
         src = storage.head(run.output(name))
         dst = storage.copy_exact(run.output(name), storage.join(target, name))
+        staged = {k: v for k, v in entry.items() if k != "checksum"}  # the source's
         problem = releases.check_file(
-            storage.join(target, name), entry, name=name, hash_up_to=HASH_UP_TO,
-            etag=src.etag if storage.is_s3(target) and storage.is_s3(run.out) else None,
+            storage.join(target, name), staged, name=name, hash_up_to=HASH_UP_TO,
+            source=src if storage.is_s3(target) and storage.is_s3(run.out) else None,
             threads=PART_THREADS)
         log.info("publish: copied %s (%d bytes)%s", name, dst.size,
                  f": {problem}" if problem else "")
         digest = {"parts": entry["parts"]} if "parts" in entry else {"sha256": entry["sha256"]}
-        return {"name": name, "size": entry["size"], **digest, "etag": dst.etag}, problem
+        kept = {"checksum": dst.checksum} if dst.checksum else {}
+        return {"name": name, "size": entry["size"], **digest, "etag": dst.etag, **kept}, \
+            problem
 
     with ThreadPoolExecutor(COPY_THREADS) as pool:
         done = list(pool.map(one, sorted(files)))

@@ -1,0 +1,165 @@
+"""Object storage by URI: ``s3://bucket/prefix`` over the real S3 protocol, or a local path.
+
+The S3 endpoint comes from boto3's own configuration (``AWS_ENDPOINT_URL`` /
+``AWS_ENDPOINT_URL_S3``, profiles), so the same code talks to the local dev server, Ceph RGW,
+MinIO and AWS; :func:`configure_s3` replaces that with another client factory (in Airflow:
+the connection, ``recforge.orchestration.connections``). Local paths (``/abs/dir`` or
+``file:///abs/dir``) exist for the CLI and for inspecting published data; the pipeline's
+staging and publishing normally use S3.
+
+This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``uri`` (what
+a URI names), ``client`` (clients and byte accounting), ``errors`` (what an error means),
+``checksums`` (S3's SHA-256 per object), ``retry`` (the one retry rule every request goes
+through), ``recording`` (what a stage wrote), ``multipart`` (one multipart upload),
+``objects`` (single objects and listings), ``documents`` (JSON, JSON lines), ``bulk``
+(prefetch and the coalesced ranged read), ``copies`` (server-side copies and composition),
+``guarantees`` (what a store honours, proved).
+"""
+
+from recforge.storage.bulk import (
+    COALESCE_GAP,
+    COALESCE_MAX,
+    coalesce,
+    plan_reads,
+    prefetch,
+    read_spans,
+    slice_read,
+)
+from recforge.storage.checksums import problem as checksum_problem
+from recforge.storage.client import (
+    BACKOFF_S,
+    MAX_ATTEMPTS,
+    RETRY_MODE,
+    Transfer,
+    client_config,
+    configure_s3,
+    default_client,
+    parse_timestamp,
+    retry_settings,
+    s3_client,
+    transferred,
+)
+from recforge.storage.copies import (
+    COMPOSE_THREADS,
+    COPY_PART_THREADS,
+    MAX_COPY_OBJECT,
+    compose,
+    copy,
+    copy_exact,
+    plan_compose,
+)
+from recforge.storage.documents import (
+    iter_jsonl,
+    iter_lines,
+    json_bytes,
+    read_json,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
+from recforge.storage.errors import (
+    TRANSIENT_CODES,
+    TRANSIENT_TYPES,
+    PreconditionFailed,
+    explain,
+    is_transient,
+)
+from recforge.storage.guarantees import prove_conditional_writes
+from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART
+from recforge.storage.objects import (
+    ObjectInfo,
+    browser_url,
+    delete,
+    delete_many,
+    delete_prefix,
+    download,
+    ensure_bucket,
+    exists,
+    get_bytes,
+    get_range,
+    get_with_etag,
+    head,
+    iter_chunks,
+    list_dirs,
+    list_objects,
+    put_bytes,
+    sha256_range,
+    size_of,
+    upload,
+)
+from recforge.storage.recording import HashingWriter, file_digest, record_writes, sha256_file
+from recforge.storage.retry import READ_ATTEMPTS
+from recforge.storage.uri import is_s3, join, local_path, split_s3
+
+__all__ = [
+    "BACKOFF_S",
+    "COALESCE_GAP",
+    "COALESCE_MAX",
+    "COMPOSE_THREADS",
+    "COPY_PART_THREADS",
+    "HashingWriter",
+    "MAX_ATTEMPTS",
+    "MAX_COPY_OBJECT",
+    "MAX_PART",
+    "MAX_PARTS",
+    "MIN_PART",
+    "ObjectInfo",
+    "PreconditionFailed",
+    "READ_ATTEMPTS",
+    "RETRY_MODE",
+    "TRANSIENT_CODES",
+    "TRANSIENT_TYPES",
+    "Transfer",
+    "browser_url",
+    "checksum_problem",
+    "client_config",
+    "coalesce",
+    "compose",
+    "configure_s3",
+    "copy",
+    "copy_exact",
+    "default_client",
+    "delete",
+    "delete_many",
+    "delete_prefix",
+    "download",
+    "ensure_bucket",
+    "exists",
+    "explain",
+    "file_digest",
+    "get_bytes",
+    "get_range",
+    "get_with_etag",
+    "head",
+    "is_s3",
+    "is_transient",
+    "iter_chunks",
+    "iter_jsonl",
+    "iter_lines",
+    "join",
+    "json_bytes",
+    "list_dirs",
+    "list_objects",
+    "local_path",
+    "parse_timestamp",
+    "plan_compose",
+    "plan_reads",
+    "prefetch",
+    "prove_conditional_writes",
+    "put_bytes",
+    "read_json",
+    "read_jsonl",
+    "read_spans",
+    "record_writes",
+    "retry_settings",
+    "s3_client",
+    "sha256_file",
+    "sha256_range",
+    "size_of",
+    "slice_read",
+    "split_s3",
+    "transferred",
+    "upload",
+    "write_json",
+    "write_jsonl",
+]

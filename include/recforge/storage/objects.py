@@ -1,0 +1,372 @@
+"""Single objects and listings by URI, on S3 (every request through ``retry.call``) or a
+local path."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from recforge.storage import checksums, client, multipart, recording, retry
+from recforge.storage.errors import PreconditionFailed, _is_precondition, _not_found, is_transient
+from recforge.storage.uri import is_s3, join, local_path, split_s3
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One listed object: its key relative to the listed prefix, size, ETag, (listings
+    only) when it was last written, in seconds since the epoch, and (``head`` only) the
+    store's SHA-256 checksum (``checksums``; None where the store keeps none)."""
+
+    key: str
+    size: int
+    etag: str
+    modified: float | None = None
+    checksum: str | None = None
+
+
+def _listing(prefix_uri: str, **kwargs) -> tuple[str, Iterator[dict]]:
+    """``(prefix with its trailing slash, pages of list_objects_v2)`` for an S3 prefix; each
+    page is retried on its own, so a fault late in a long listing does not start it over."""
+    bucket, prefix = split_s3(prefix_uri)
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+
+    def pages() -> Iterator[dict]:
+        token: dict = {}
+        while True:
+            page = retry.call("list_objects_v2", prefix_uri, Bucket=bucket, Prefix=prefix,
+                              **kwargs, **token)
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    return prefix, pages()
+
+
+def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
+    """Every object under a prefix (paginated; keys relative to the prefix, sorted)."""
+    if is_s3(prefix_uri):
+        prefix, pages = _listing(prefix_uri)
+        for page in pages:
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'),
+                                 obj["LastModified"].timestamp())
+        return
+    root = local_path(prefix_uri)
+    if not root.exists():
+        return
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = path.stat()
+        yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size, _local_etag(st),
+                         st.st_mtime)
+
+
+def list_dirs(prefix_uri: str) -> list[str]:
+    """The immediate sub-folders of a prefix (names, sorted): one delimiter listing on S3."""
+    if is_s3(prefix_uri):
+        prefix, pages = _listing(prefix_uri, Delimiter="/")
+        return sorted(p["Prefix"][len(prefix):].rstrip("/")
+                      for page in pages for p in page.get("CommonPrefixes", []))
+    root = local_path(prefix_uri)
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def get_bytes(uri: str) -> bytes:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return retry.retrying(lambda: client.s3_client().get_object(
+            Bucket=bucket, Key=key)["Body"].read(), uri)
+    return local_path(uri).read_bytes()
+
+
+def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream", *,
+              if_none_match: bool = False, if_match: str | None = None) -> str:
+    """Write ``data``; returns its SHA-256 (hex). ``if_none_match``: only if the object does
+    not exist; ``if_match``: only if its ETag is still this one — otherwise
+    :class:`PreconditionFailed`. On S3 both are decided by the server, atomically; on a local
+    path ``if_none_match`` is atomic (a hard link), ``if_match`` is a check, then a rename."""
+    digest = hashlib.sha256(data).hexdigest()
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        cond = {"IfNoneMatch": "*"} if if_none_match else {}
+        if if_match:
+            cond["IfMatch"] = if_match
+        try:
+            resp = retry.call("put_object", uri, Bucket=bucket, Key=key, Body=data,
+                              ContentType=content_type, **checksums.to_send(digest), **cond)
+        except Exception as exc:
+            if cond and _is_precondition(exc):
+                raise PreconditionFailed(f"{uri}: {exc}") from exc
+            raise
+        recording.record(uri, len(data), digest, resp.get("ETag", "").strip('"'),
+                         checksums.of_response(resp))
+        return digest
+    path = local_path(uri)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    tmp.write_bytes(data)
+    try:
+        if if_none_match:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise PreconditionFailed(f"{uri} exists") from None
+        else:
+            current = head(uri)
+            if if_match and (current is None or current.etag != if_match):
+                raise PreconditionFailed(f"{uri} changed (ETag is not {if_match})")
+            tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if recording.active():
+        recording.record(uri, len(data), digest, head(uri).etag)
+    return digest
+
+
+def download(uri: str, dest: str | os.PathLike) -> None:
+    """Write an object to a local file, streamed (``iter_chunks``: a broken body resumes)."""
+    Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    if is_s3(uri):
+        tmp = Path(f"{dest}.{os.getpid()}.{threading.get_ident()}.partial")
+        try:
+            with open(tmp, "wb") as out:
+                for chunk in iter_chunks(uri, 8 << 20):
+                    out.write(chunk)
+            tmp.replace(dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    else:
+        shutil.copyfile(local_path(uri), dest)
+
+
+def upload(src: str | os.PathLike, uri: str) -> str:
+    """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent."""
+    digest = recording.sha256_file(src)
+    if is_s3(uri):
+        multipart.upload_file(src, uri, sha256=digest)
+    else:
+        path = local_path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".partial")
+        shutil.copyfile(src, tmp)
+        tmp.replace(path)
+    if recording.active():
+        info = head(uri)
+        recording.record(uri, info.size, digest, info.etag, info.checksum)
+    return digest
+
+
+def _s3_or_none(call: str, uri: str, **extra) -> dict | None:
+    """``s3_client().<call>(Bucket=, Key=)``'s response, or None if there is no object."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = split_s3(uri)
+    try:
+        return retry.call(call, uri, Bucket=bucket, Key=key, **extra)
+    except ClientError as exc:
+        if _not_found(exc):
+            return None
+        raise
+
+
+def _local_etag(st: os.stat_result) -> str:
+    return f"{int(st.st_mtime_ns)}-{st.st_size}"
+
+
+def head(uri: str) -> ObjectInfo | None:
+    """One object's size, ETag and store checksum (key: the URI's last part), or None if
+    it does not exist."""
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    if is_s3(uri):
+        r = _s3_or_none("head_object", uri, ChecksumMode="ENABLED")
+        return None if r is None else ObjectInfo(name, r["ContentLength"],
+                                                 r["ETag"].strip('"'), None,
+                                                 checksums.of_response(r))
+    path = local_path(uri)
+    if not path.is_file():
+        return None
+    st = path.stat()
+    return ObjectInfo(name, st.st_size, _local_etag(st))
+
+
+def get_with_etag(uri: str) -> tuple[bytes, str] | None:
+    """An object's bytes and the ETag of exactly those bytes (for a compare-and-swap with
+    ``put_bytes(if_match=...)``), or None if it does not exist."""
+    if is_s3(uri):
+        r = _s3_or_none("get_object", uri)
+        return None if r is None else (r["Body"].read(), r["ETag"].strip('"'))
+    info = head(uri)
+    return None if info is None else (local_path(uri).read_bytes(), info.etag)
+
+
+def exists(uri: str) -> bool:
+    if is_s3(uri):
+        return head(uri) is not None
+    return local_path(uri).exists()
+
+
+def size_of(uri: str) -> int:
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return int(retry.call("head_object", uri, Bucket=bucket, Key=key)["ContentLength"])
+    return local_path(uri).stat().st_size
+
+
+def get_range(uri: str, start: int, length: int) -> bytes:
+    """``length`` bytes from byte ``start`` (fewer at the end of the object): one ranged GET
+    on S3, so checking a sample of records never downloads a whole ``.rec``."""
+    if length <= 0:
+        return b""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return retry.retrying(lambda: client.s3_client().get_object(
+            Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read(),
+            uri)
+    with open(local_path(uri), "rb") as f:
+        f.seek(start)
+        return f.read(length)
+
+
+def iter_chunks(uri: str, size: int = 1 << 20) -> Iterator[bytes]:
+    """An object's bytes, streamed in chunks of at most ``size``. On S3 a body that breaks
+    mid-read is resumed with a ranged GET from the first byte not yet received
+    (``retry.READ_ATTEMPTS`` times per object), so a network fault never truncates a stream."""
+    if not is_s3(uri):
+        with open(local_path(uri), "rb") as f:
+            while chunk := f.read(size):
+                yield chunk
+        return
+    bucket, key = split_s3(uri)
+    pos, failures = 0, 0
+    while True:
+        extra = {"Range": f"bytes={pos}-"} if pos else {}
+        body = retry.call("get_object", uri, Bucket=bucket, Key=key, **extra)["Body"]
+        try:
+            for data in body.iter_chunks(size):
+                pos += len(data)
+                yield data
+            return
+        except Exception as exc:
+            failures += 1
+            if failures >= retry.READ_ATTEMPTS or not is_transient(exc):
+                raise
+        finally:
+            body.close()
+
+
+def sha256_range(uri: str, start: int = 0, length: int | None = None,
+                 chunk: int = 1 << 20) -> tuple[int, str]:
+    """``(bytes read, SHA-256 hex)`` of the object (or of ``length`` bytes from ``start``),
+    streamed: one (ranged) GET on S3, never the whole object in memory."""
+    if length == 0:
+        return 0, hashlib.sha256().hexdigest()
+
+    def read() -> tuple[int, str]:
+        h, n = hashlib.sha256(), 0
+        if is_s3(uri):
+            bucket, key = split_s3(uri)
+            extra = {} if length is None and start == 0 else {
+                "Range": f"bytes={start}-" + ("" if length is None else f"{start + length - 1}")}
+            body = client.s3_client().get_object(Bucket=bucket, Key=key, **extra)["Body"]
+            for block in body.iter_chunks(chunk):
+                h.update(block)
+                n += len(block)
+            return n, h.hexdigest()
+        with open(local_path(uri), "rb") as f:
+            f.seek(start)
+            left = length
+            while left is None or left > 0:
+                block = f.read(chunk if left is None else min(chunk, left))
+                if not block:
+                    break
+                h.update(block)
+                n += len(block)
+                left = None if left is None else left - len(block)
+        return n, h.hexdigest()
+
+    return retry.retrying(read, uri)
+
+
+def delete(uri: str) -> None:
+    """Delete one object (nothing happens if it does not exist)."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        retry.call("delete_object", uri, Bucket=bucket, Key=key)
+    else:
+        local_path(uri).unlink(missing_ok=True)
+
+
+def delete_many(uris: Iterable[str]) -> int:
+    """Delete objects (absent ones are no error): on S3 one ``DeleteObjects`` request per
+    1,000 keys of a bucket, not one request each; returns how many were named."""
+    by_bucket: dict[str, list[str]] = {}
+    n = 0
+    for uri in uris:
+        n += 1
+        if is_s3(uri):
+            bucket, key = split_s3(uri)
+            by_bucket.setdefault(bucket, []).append(key)
+        else:
+            local_path(uri).unlink(missing_ok=True)
+    for bucket, keys in by_bucket.items():
+        refused = _delete_keys(bucket, keys, f"s3://{bucket}")
+        if refused:  # DeleteObjects answers 200 and lists the keys it could not delete
+            e = refused[0]
+            raise OSError(f"could not delete {len(refused)} of {len(keys)} objects in "
+                          f"s3://{bucket}, first {e.get('Key')!r}: {e.get('Code')} "
+                          f"{e.get('Message')}")
+    return n
+
+
+def _delete_keys(bucket: str, keys: list[str], uri: str) -> list[dict]:
+    """Batches of 1,000; returns the per-key errors S3 reported."""
+    refused: list[dict] = []
+    for i in range(0, len(keys), 1000):
+        batch = {"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
+        refused += retry.call("delete_objects", uri, Bucket=bucket,
+                              Delete=batch).get("Errors", [])
+    return refused
+
+
+def delete_prefix(prefix_uri: str) -> int:
+    """Delete every object under a prefix; returns how many were deleted."""
+    if is_s3(prefix_uri):  # keys as listed, never re-parsed from a URI
+        bucket, prefix = split_s3(prefix_uri)
+        keys = [join(prefix, o.key) for o in list_objects(prefix_uri)]
+        _delete_keys(bucket, keys, prefix_uri)
+        return len(keys)
+    root = local_path(prefix_uri)
+    n = sum(1 for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+    shutil.rmtree(root, ignore_errors=True)
+    return n
+
+
+def ensure_bucket(uri: str) -> None:
+    """Create the bucket of an S3 URI if it does not exist (dev servers start empty)."""
+    if not is_s3(uri):
+        return
+    from botocore.exceptions import ClientError
+
+    bucket, _ = split_s3(uri)
+    try:
+        retry.call("head_bucket", uri, Bucket=bucket)
+    except ClientError as exc:
+        if is_transient(exc):
+            raise
+        retry.call("create_bucket", uri, Bucket=bucket)
+
+
+def browser_url(uri: str, expires_s: int = 7 * 24 * 3600) -> str:
+    """A link a browser can open: a presigned HTTPS URL for an S3 object (valid
+    ``expires_s``, 7 days at most on AWS), ``file://`` for a local path."""
+    if is_s3(uri):
+        bucket, key = split_s3(uri)
+        return client.s3_client().generate_presigned_url(  # signed here: no request
+            "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_s)
+    return local_path(uri).resolve().as_uri()
