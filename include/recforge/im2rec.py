@@ -33,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from recforge import quarantine
-from recforge.format import recordio
+from recforge.format import names, recordio
 
 EXIT_OK = 0  # every item packed
 EXIT_QUARANTINED = 1  # finished; some items are in PREFIX.quarantine.tsv (or list mode skipped)
@@ -41,7 +41,7 @@ EXIT_USAGE = 2  # bad arguments, no .lst found, root missing: nothing written
 EXIT_FAILED = 3  # packing failed (write error, worker crash): no output left behind
 EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM gives 143. No output left behind.
 
-QUARANTINE_COLUMNS = ("line", "key", "path", "reason", "detail", "fix")
+QUARANTINE_COLUMNS = names.QUARANTINE_TSV_COLUMNS
 PROGRESS_EVERY = 1000
 CHUNK = 8  # items per pool task: amortises IPC, small enough to keep workers balanced
 

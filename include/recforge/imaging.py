@@ -6,9 +6,10 @@ the rest of the run, and no damaged image is packed in silence.
 
 Why the decode path looks the way it does:
 
-* **Header first.** JPEG and PNG headers are parsed in Python (no pixels decoded) to learn
-  the size, so the decompression-bomb guard (``max_pixels``) runs before any allocation,
-  and so the output size is computed from the true source size.
+* **Header first.** JPEG, PNG, BMP, GIF, WebP and TIFF headers are parsed in Python (no
+  pixels decoded; Pillow reads the header of anything else) to learn the size, so the
+  decompression-bomb guard (``max_pixels``) runs before any allocation, and so the output
+  size is computed from the true source size.
 * **Reduced-size JPEG decode.** libjpeg can decode at 1/2, 1/4 or 1/8 scale in the DCT
   domain (``cv2.IMREAD_REDUCED_*``), which skips most of the inverse DCT, colour conversion
   and memory traffic, and averages like a box filter, so the result is *less* aliased than
@@ -151,7 +152,7 @@ class ImageInfo:
     progressive: bool = False
     complete: bool = True
     orientation: int = 1  # EXIF orientation (1-8) from the JPEG's APP1, 1 if none
-    sized: bool = True  # the header's size fields were found (JPEG SOF, PNG IHDR)
+    sized: bool = True  # the header's size fields were found (JPEG SOF, PNG IHDR, ...)
 
     @property
     def pixels(self) -> int:
@@ -224,6 +225,76 @@ def _probe_png(data: bytes) -> ImageInfo:
     return ImageInfo("png", w, h, comps, depth, complete=data.rfind(b"IEND") > 33)
 
 
+_BMP_INFO_SIZES = {16, 40, 52, 56, 64, 108, 124}  # BITMAPINFOHEADER and its extensions, OS/2 2.x
+
+
+def _probe_bmp(data: bytes) -> ImageInfo | None:
+    """BMP: the DIB header after the 14-byte file header. BITMAPCOREHEADER (12 bytes) holds
+    unsigned 16-bit sides; every later header signed 32-bit ones, a negative height meaning
+    rows stored top-down (the image is ``abs(height)`` rows either way)."""
+    dib = int.from_bytes(data[14:18], "little")
+    if dib == 12 and len(data) >= 26:
+        w, h = int.from_bytes(data[18:20], "little"), int.from_bytes(data[20:22], "little")
+        bits = int.from_bytes(data[24:26], "little")
+    elif dib in _BMP_INFO_SIZES and len(data) >= 30:
+        w = int.from_bytes(data[18:22], "little", signed=True)
+        h = abs(int.from_bytes(data[22:26], "little", signed=True))
+        bits = int.from_bytes(data[28:30], "little")
+        if w < 0:  # no BMP stores a negative width: leave the refusal to the decoder
+            return ImageInfo("bmp", 0, 0, sized=False)
+    else:
+        return None  # "BM" but no DIB header we know: not (provably) a BMP
+    return ImageInfo("bmp", w, h, {24: 3, 32: 4}.get(bits, 0), 8)
+
+
+def _probe_gif(data: bytes) -> ImageInfo:
+    """GIF: the logical screen descriptor (unsigned 16-bit width, height)."""
+    if len(data) < 10:
+        return ImageInfo("gif", 0, 0, complete=False, sized=False)
+    w, h = int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if not w or not h:  # a 0 screen size is read by decoders as "the first frame's size"
+        return ImageInfo("gif", 0, 0, sized=False)
+    return ImageInfo("gif", w, h)
+
+
+def _probe_webp(data: bytes) -> ImageInfo:
+    """WebP: the canvas of ``VP8X``, or the frame header of a simple lossy (``VP8 ``) or
+    lossless (``VP8L``) file."""
+    kind = data[12:16]
+    if kind == b"VP8X" and len(data) >= 30:
+        w = int.from_bytes(data[24:27], "little") + 1
+        h = int.from_bytes(data[27:30], "little") + 1
+    elif kind == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
+        w = int.from_bytes(data[26:28], "little") & 0x3FFF
+        h = int.from_bytes(data[28:30], "little") & 0x3FFF
+    elif kind == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        w, h = (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    else:
+        return ImageInfo("webp", 0, 0, sized=False)
+    return ImageInfo("webp", w, h)
+
+
+def _probe_tiff(data: bytes) -> ImageInfo | None:
+    """TIFF: ImageWidth (256) and ImageLength (257) of the first IFD, SHORT or LONG; None
+    when they are not there (BigTIFF, a damaged IFD), which Pillow then gets to try."""
+    order = "little" if data[:2] == b"II" else "big"
+    ifd = int.from_bytes(data[4:8], order)
+    if ifd < 8 or ifd + 2 > len(data):
+        return None
+    size: dict[int, int] = {}
+    for k in range(int.from_bytes(data[ifd:ifd + 2], order)):
+        e = ifd + 2 + 12 * k
+        if e + 12 > len(data):
+            break
+        tag, kind = int.from_bytes(data[e:e + 2], order), int.from_bytes(data[e + 2:e + 4], order)
+        if tag in (256, 257) and kind in (3, 4):
+            size[tag] = int.from_bytes(data[e + 8:e + (10 if kind == 3 else 12)], order)
+    if len(size) < 2:
+        return None
+    return ImageInfo("tiff", size[256], size[257])
+
+
 def _probe_other(data: bytes) -> ImageInfo | None:
     from PIL import Image
 
@@ -232,11 +303,35 @@ def _probe_other(data: bytes) -> ImageInfo | None:
             warnings.simplefilter("ignore")
             with Image.open(io.BytesIO(data)) as im:
                 return ImageInfo((im.format or "unknown").lower(), im.size[0], im.size[1])
-    except Image.DecompressionBombError as exc:  # Pillow refuses before we can ask the size
-        m = re.search(r"\((\d+) pixels\)", str(exc))
-        return ImageInfo("unknown", int(m.group(1)) if m else 0, 1)
+    except Image.DecompressionBombError:  # Pillow refuses before we can ask the size
+        return _probe_unchecked(data)
     except Exception:
         return None
+
+
+def _probe_unchecked(data: bytes) -> ImageInfo | None:
+    """Format and size of an image ``Image.open`` refused as a decompression bomb: the same
+    Pillow plugin reads the header, without Pillow's pixel check (``check_pixels`` applies
+    ``max_pixels``). None if no plugin reads it."""
+    from PIL import Image
+
+    Image.init()
+    for fmt in Image.ID:
+        factory, accept = Image.OPEN[fmt]
+        accepted = accept is None or accept(data[:16])
+        if not accepted or isinstance(accepted, str):  # a str is Pillow's warning, not a yes
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                im = factory(io.BytesIO(data), "")
+        except Exception:
+            continue
+        try:
+            return ImageInfo((im.format or fmt).lower(), im.size[0], im.size[1])
+        finally:
+            im.close()
+    return None
 
 
 def probe(data: bytes) -> ImageInfo | None:
@@ -245,7 +340,16 @@ def probe(data: bytes) -> ImageInfo | None:
         return _probe_jpeg(data)
     if data[:8] == _PNG_SIG:
         return _probe_png(data)
-    return _probe_other(data)
+    info = None
+    if data[:2] == b"BM":
+        info = _probe_bmp(data)
+    elif data[:6] in (b"GIF87a", b"GIF89a"):
+        info = _probe_gif(data)
+    elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        info = _probe_webp(data)
+    elif data[:4] in (b"II*\0", b"MM\0*"):
+        info = _probe_tiff(data)
+    return info if info is not None else _probe_other(data)
 
 
 def probe_size(data: bytes) -> tuple[int, int] | None:

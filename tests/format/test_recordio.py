@@ -27,3 +27,25 @@ def test_oversized_record_refused():
 
     with pytest.raises(recordio.RecordIOError, match="2\\^29"):
         recordio.frame(Huge())
+
+
+@pytest.mark.parametrize("offset", [2**63, 2**64, -(2**63) - 1])
+def test_idx_offset_beyond_int64_is_a_format_error(tmp_path, offset):
+    write_split(tmp_path, "s", [0, 1])
+    idx = tmp_path / "s.idx"
+    first, _ = idx.read_text(encoding="ascii").splitlines()
+    idx.write_text(f"{first}\n1\t{offset}\n", encoding="ascii")
+    with pytest.raises(recordio.RecordIOError) as refused:
+        recordio.IndexedRecordReader(idx, tmp_path / "s.rec")
+    message = str(refused.value)
+    assert message.startswith(f"{idx}:2: offset {offset} does not fit a signed 64-bit integer")
+    assert "re-pack the split" in message
+    with pytest.raises(recordio.RecordIOError, match=f"{idx}:2: offset {offset}"):
+        recordio.read_idx(idx)
+
+
+def test_reader_refuses_an_offset_beyond_int64(tmp_path):
+    write_split(tmp_path, "s", [0])
+    with open(tmp_path / "s.rec", "rb") as f, \
+            pytest.raises(recordio.RecordIOError, match="signed 64-bit"):
+        recordio.read_record_at(f, 2**63)

@@ -113,3 +113,90 @@ def test_validate_s3_prefix(good, bucket):
     storage.put_bytes(f"s3://{bucket}/ds/val.idx", b"0\t0\n0\t0\n")
     report = validate.validate_prefix(f"s3://{bucket}/ds")
     assert not report["ok"] and any("val" in f for f in report["failures"])
+
+
+def test_an_all_empty_split_is_invalid(good, capsys):
+    for name in ("test.rec", "test.idx", "test.lst"):
+        (good / name).write_bytes(b"")
+    report = validate.validate_local(good)
+    assert not report["ok"]
+    assert report["failures"] == [
+        "test: test.rec, test.idx and test.lst are empty: the split has no records, and an "
+        "empty split is not a dataset; pack it from a .lst that lists images, or delete its "
+        "files if the split is not wanted"]
+    assert report["splits"]["train"]["failures"] == report["splits"]["val"]["failures"] == []
+    assert main(["validate", str(good)]) == 1
+    out = capsys.readouterr().out
+    assert "test: test.rec, test.idx and test.lst are empty" in out and "INVALID" in out
+    for name in ("test.rec", "test.idx", "test.lst"):  # a split that is not there is fine
+        (good / name).unlink()
+    assert validate.validate_local(good)["ok"]
+
+
+def _image_folder(root):
+    """Six small images in two class folders, and one file that is not an image."""
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        folder = root / ("cat" if i % 2 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        img = rng.integers(0, 256, (24 + i, 32, 3), np.uint8)
+        cv2.imwrite(str(folder / f"img{i}.jpg"), img)
+    (root / "dog" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG at all")
+
+
+def test_im2rec_output_with_quarantined_items_validates(tmp_path, capsys):
+    images, out = tmp_path / "images", tmp_path / "out"
+    _image_folder(images)
+    out.mkdir()
+    prefix = str(out / "data")
+    assert main(["im2rec", "--list", "--recursive", prefix, str(images)]) == 0
+    assert main(["im2rec", prefix, str(images)]) == 1  # 1: finished, some items quarantined
+    tsv = out / "data.quarantine.tsv"
+    rows = tsv.read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 2 and "broken.jpg" in rows[1]
+    assert len((out / "data.lst").read_text().splitlines()) == 7
+    capsys.readouterr()
+
+    assert main(["validate", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.rstrip().endswith("valid")
+    assert ("note: data: 1 .lst item(s) quarantined by recforge im2rec, not in data.rec as "
+            "expected; see data.quarantine.tsv") in text
+    report = validate.validate_local(out)
+    assert report["ok"] and report["splits"]["data"]["records"] == 6
+    assert report["splits"]["data"]["quarantined"] == 1
+    # the record-by-record check takes the quarantine report into account too
+    rep = validate.validate_split_records(out, "data", None)
+    assert rep.ok and rep.quarantined == 1 and rep.records == 6
+
+    tsv.write_text(rows[0] + "\n", encoding="utf-8")  # the broken item is no longer accounted for
+    assert main(["validate", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "data.lst and data.idx list different keys" in text and "INVALID" in text
+    assert "quarantined" not in text
+
+
+def test_a_packed_item_cannot_hide_in_the_quarantine_report(tmp_path):
+    images, out = tmp_path / "images", tmp_path / "out"
+    _image_folder(images)
+    out.mkdir()
+    prefix = str(out / "data")
+    assert main(["im2rec", "--list", "--recursive", prefix, str(images)]) == 0
+    assert main(["im2rec", prefix, str(images)]) == 1
+    lst = (out / "data.lst").read_text().splitlines()
+    tsv = out / "data.quarantine.tsv"
+    header, row = tsv.read_text(encoding="utf-8").splitlines()
+    bad = row.split("\t")
+    other = next(n for n, line in enumerate(lst, 1) if n != int(bad[0]))
+    key = lst[other - 1].split("\t")[0]
+    tsv.write_text(f"{header}\n{row}\n{other}\t{key}\tx.jpg\tcorrupt\td\tf\n", encoding="utf-8")
+    report = validate.validate_local(out)  # listed as quarantined, yet it is in the .rec
+    assert not report["ok"]
+    assert any("data.lst and data.idx list different keys" in f for f in report["failures"])
+    tsv.write_text("not\ta report\n", encoding="utf-8")
+    report = validate.validate_local(out)
+    assert not report["ok"]
+    assert any("data.quarantine.tsv:1: the header is not" in f for f in report["failures"])

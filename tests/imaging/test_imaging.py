@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import struct
 
 import cv2
 import numpy as np
@@ -56,6 +58,101 @@ class TestProbe:
 
     def test_unknown_bytes(self):
         assert probe(os.urandom(64)) is None
+
+
+def bmp_claiming(width: int, height: int, dib: int = 40) -> bytes:
+    """A BMP file header and DIB header claiming width x height (negative: top-down), with
+    a token row of pixels: a decompression bomb's header without the bomb."""
+    if dib == 12:  # BITMAPCOREHEADER: unsigned 16-bit sides
+        header = struct.pack("<IHHHH", 12, width, height, 1, 24)
+    else:
+        header = struct.pack("<IiiHHIIiiII", dib, width, height, 1, 24, 0, 0, 2835, 2835, 0, 0)
+        header += b"\0" * (dib - len(header))
+    start = 14 + len(header)
+    return b"BM" + struct.pack("<IHHI", start + 16, 0, 0, start) + header + b"\0" * 16
+
+
+def gif_claiming(width: int, height: int) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(ic.photo(16, 24)).save(out, "GIF")
+    data = bytearray(out.getvalue())
+    data[6:10] = struct.pack("<HH", width, height)  # the logical screen descriptor
+    return bytes(data)
+
+
+def webp_claiming(width: int, height: int, chunk: bytes) -> bytes:
+    if chunk == b"VP8X":
+        body = struct.pack("<I", 0) + (width - 1).to_bytes(3, "little") \
+            + (height - 1).to_bytes(3, "little")
+    elif chunk == b"VP8 ":
+        body = b"\x10\x02\x00\x9d\x01\x2a" + struct.pack("<HH", width, height) + b"\0" * 8
+    else:  # VP8L
+        body = b"\x2f" + struct.pack("<I", (width - 1) | (height - 1) << 14) + b"\0" * 8
+    riff = b"WEBP" + chunk + struct.pack("<I", len(body)) + body
+    return b"RIFF" + struct.pack("<I", len(riff)) + riff
+
+
+def tiff_claiming(width: int, height: int, order: str = "<") -> bytes:
+    entries = [(256, 4, width), (257, 3 if height < 65536 else 4, height), (258, 3, 8),
+               (259, 3, 1), (262, 3, 1), (273, 4, 8), (277, 3, 1), (279, 4, 1)]
+    ifd = struct.pack(order + "H", len(entries))
+    for tag, kind, value in entries:
+        field = struct.pack(order + ("HH" if kind == 3 else "I"), *((value, 0) if kind == 3
+                                                                   else (value,)))
+        ifd += struct.pack(order + "HHI", tag, kind, 1) + field
+    head = (b"II*\0" if order == "<" else b"MM\0*") + struct.pack(order + "I", 9)
+    return head + b"\0" + ifd + struct.pack(order + "I", 0)
+
+
+CLAIMED_SIZES = {
+    "bmp": (bmp_claiming(50000, 50000), 50000, 50000),
+    "bmp-wide": (bmp_claiming(50000, 40000), 50000, 40000),
+    "bmp-top-down": (bmp_claiming(50000, -40000), 50000, 40000),
+    "bmp-v5": (bmp_claiming(40000, 50000, dib=124), 40000, 50000),
+    "bmp-core": (bmp_claiming(65535, 40000, dib=12), 65535, 40000),
+    "png": (ic.png_header_only(50000, 40000), 50000, 40000),
+    "jpeg": (ic.jpeg_claiming(50000, 40000), 50000, 40000),
+    "gif": (gif_claiming(50000, 40000), 50000, 40000),
+    "webp-vp8x": (webp_claiming(50000, 40000, b"VP8X"), 50000, 40000),
+    "webp-vp8": (webp_claiming(16000, 12000, b"VP8 "), 16000, 12000),
+    "webp-vp8l": (webp_claiming(16000, 12000, b"VP8L"), 16000, 12000),
+    "tiff-le": (tiff_claiming(50000, 40000), 50000, 40000),
+    "tiff-be": (tiff_claiming(40000, 70000, ">"), 40000, 70000),
+    "ppm": (b"P6\n50000 40000\n255\n" + b"\0" * 48, 50000, 40000),  # Pillow reads it
+}
+
+
+@pytest.mark.parametrize("name", CLAIMED_SIZES)
+def test_pixel_limit_reports_the_headers_width_x_height(name):
+    data, w, h = CLAIMED_SIZES[name]
+    info = probe(data)
+    assert (info.width, info.height) == (w, h)
+    err = rejected(data)
+    assert err.reason == "too_many_pixels"
+    assert err.detail.startswith(f"{w}x{h} = {w * h} pixels > max_pixels")
+
+
+@pytest.mark.parametrize("ext, params", [(".bmp", []), (".tiff", []),
+                                         (".webp", [cv2.IMWRITE_WEBP_QUALITY, 80]),
+                                         (".webp", [cv2.IMWRITE_WEBP_QUALITY, 101])])
+def test_real_headers_give_the_decoded_size(ext, params):
+    data = cv2.imencode(ext, ic.photo(40, 50), params)[1].tobytes()
+    info = probe(data)
+    assert (info.width, info.height) == (50, 40)
+    assert process(data, FULL).width == 50
+
+
+def test_a_top_down_bmp_decodes_at_its_header_size():
+    img = ic.photo(6, 8)
+    data = bytearray(cv2.imencode(".bmp", img)[1].tobytes())
+    rows = [bytes(data[54 + r * 24:54 + (r + 1) * 24]) for r in range(6)]
+    data[22:26] = struct.pack("<i", -6)  # the same rows, stored top-down
+    data[54:] = b"".join(reversed(rows))
+    assert (probe(bytes(data)).width, probe(bytes(data)).height) == (8, 6)
+    assert np.array_equal(cv2.imdecode(np.frombuffer(bytes(data), np.uint8), 1), img)
+    assert (process(bytes(data), FULL).width, process(bytes(data), FULL).height) == (8, 6)
 
 
 class TestRefusals:

@@ -47,6 +47,15 @@ def lst(name: str) -> str:
     return f"{name}.lst"
 
 
+def quarantine_tsv(name: str) -> str:
+    """``recforge im2rec``'s report of the ``.lst`` items it did not pack (next to its output)."""
+    return f"{name}.quarantine.tsv"
+
+
+# its columns: the .lst line number, the .lst index (empty when unreadable), the path, and why
+QUARANTINE_TSV_COLUMNS = ("line", "key", "path", "reason", "detail", "fix")
+
+
 def split_files(split: str, masks: bool = False) -> tuple[str, ...]:
     """The files of one packed split (or shard part), images first."""
     files = (rec(split), idx(split), lst(split))

@@ -29,6 +29,7 @@ MAGIC = 0xCED7230A
 _MAGIC_BYTES = struct.pack("<I", MAGIC)
 _LEN_MASK = (1 << 29) - 1
 MAX_RECORD_BYTES = 1 << 29  # dmlc refuses records of 2^29 bytes or more
+MAX_OFFSET = (1 << 63) - 1  # MXNet keeps .idx offsets as int64
 
 IR_FORMAT = "IfQQ"
 IR_SIZE = struct.calcsize(IR_FORMAT)  # 24
@@ -187,11 +188,15 @@ def concat_indexed(parts: Sequence[tuple[str | os.PathLike, str | os.PathLike]],
 def read_record_at(f: BinaryIO, offset: int | None = None) -> tuple[bytes, int] | None:
     """Read one (possibly multi-part) record; returns ``(payload, next_offset)`` or None at EOF.
 
-    Raises ``RecordIOError`` naming the offset on bad magic, bad flags or truncation.
+    Raises ``RecordIOError`` naming the offset on bad magic, bad flags, truncation, or an
+    offset that is negative or does not fit a signed 64-bit integer.
     """
     if offset is not None:
         if offset < 0:
             raise RecordIOError(f"offset {offset} is negative (not a record boundary)")
+        if offset > MAX_OFFSET:
+            raise RecordIOError(f"offset {offset} does not fit a signed 64-bit integer "
+                                "(not a record boundary)")
         f.seek(offset)
     start = f.tell()
     parts: list[bytes] = []
@@ -242,7 +247,11 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
 
 
 def read_idx(path: str | os.PathLike) -> list[tuple[int, int]]:
-    """Parse a ``.idx`` into ``[(key, offset), ...]`` in file order, naming bad lines."""
+    """Parse a ``.idx`` into ``[(key, offset), ...]`` in file order, naming bad lines.
+
+    Raises ``RecordIOError`` (``path:line: ...``) for a line that is not two integers
+    separated by a tab, or whose offset does not fit MXNet's signed 64-bit ``.idx`` offset.
+    """
     entries = []
     with open(path, encoding="ascii", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
@@ -254,14 +263,24 @@ def read_idx(path: str | os.PathLike) -> list[tuple[int, int]]:
                     f"{path}:{lineno}: expected 'key<TAB>offset', got {len(fields)} field(s)"
                 )
             try:
-                entries.append((int(fields[0]), int(fields[1])))
+                key, offset = int(fields[0]), int(fields[1])
             except ValueError as exc:
                 raise RecordIOError(f"{path}:{lineno}: not integers: {line.strip()!r}") from exc
+            if not -MAX_OFFSET - 1 <= offset <= MAX_OFFSET:
+                raise RecordIOError(
+                    f"{path}:{lineno}: offset {offset} does not fit a signed 64-bit integer, "
+                    "so it cannot be a byte offset into the .rec (MXNet reads .idx offsets as "
+                    "int64): the .idx is corrupt; re-pack the split to write it again")
+            entries.append((key, offset))
     return entries
 
 
 class IndexedRecordReader:
-    """Random access by key over a ``.rec`` + ``.idx`` pair (like ``MXIndexedRecordIO('r')``)."""
+    """Random access by key over a ``.rec`` + ``.idx`` pair (like ``MXIndexedRecordIO('r')``).
+
+    Raises ``RecordIOError`` naming the file and line when the ``.idx`` is malformed (see
+    ``read_idx``), including an offset that does not fit a signed 64-bit integer.
+    """
 
     def __init__(self, idx_path: str | os.PathLike, rec_path: str | os.PathLike):
         self.entries = read_idx(idx_path)
@@ -270,6 +289,9 @@ class IndexedRecordReader:
         self._f = open(rec_path, "rb")
 
     def read_idx(self, key: int) -> bytes:
+        """The payload of the record ``key``. Raises ``KeyError`` for a key the ``.idx`` does
+        not list and ``RecordIOError`` when its offset is not a well-formed record (bad magic,
+        truncated, negative, past the end or beyond a signed 64-bit integer)."""
         got = read_record_at(self._f, self.offsets[key])
         if got is None:
             raise RecordIOError(f"key {key}: offset {self.offsets[key]} is past the end")

@@ -5,7 +5,11 @@ points between records crashes training hours in. Checked per split: unique ``.i
 strictly increasing offsets, a valid record at every offset and an offset for every
 record, consistent framing, no trailing bytes, equal counts across ``.rec``/``.idx``/``.lst``,
 header ids equal to ``.idx`` keys, ``.lst`` labels equal to header labels, and integer labels
-in [0, N) where N comes from ``classes.json``. Segmentation splits (``<split>_mask.idx``
+in [0, N) where N comes from ``classes.json``, and at least one record (an empty split is
+not a dataset). ``.lst`` items that ``recforge im2rec`` recorded in
+``<split>.quarantine.tsv`` beside its output are expected to be missing from the ``.rec``:
+they are counted and reported, not failed (an item missing that the report does not name
+still fails). Segmentation splits (``<split>_mask.idx``
 present, or ``ignore_index`` in ``classes.json``) also get ``format.paired.validate_mask_split``:
 aligned keys, single-channel PNG masks of the image's size, values in [0, N) or ignore.
 
@@ -40,6 +44,7 @@ class SplitReport:
     records: int = 0
     idx_lines: int = 0
     lst_lines: int = 0
+    quarantined: int = 0  # .lst lines that <split>.quarantine.tsv says were not packed
     failures: list[str] = field(default_factory=list)
 
     def fail(self, msg: str) -> None:
@@ -62,7 +67,68 @@ def validate_split(root: Path, split: str, num_classes: int | None) -> SplitRepo
     (``format.scan``) when the files are canonical, else record by record, which names
     every failure."""
     fast = validate_split_fast(root, split, num_classes)
-    return fast if fast is not None else validate_split_records(root, split, num_classes)
+    rep = fast if fast is not None else validate_split_records(root, split, num_classes)
+    rec, idx, lst = (root / names.rec(split), root / names.idx(split), root / names.lst(split))
+    if rep.records == 0 and rep.idx_lines == 0 and rec.exists() and idx.exists() \
+            and rec.stat().st_size == 0:
+        if rep.lst_lines and rep.lst_lines == rep.quarantined:
+            rep.fail(f"every item of {lst.name} is quarantined (see "
+                     f"{names.quarantine_tsv(split)}), so {rec.name} and {idx.name} hold no "
+                     "records: an empty split is not a dataset; fix or replace the images "
+                     "the report names and pack the split again")
+        else:
+            empty = [p.name for p in (rec, idx, lst) if p.exists() and not p.stat().st_size]
+            what = (f"{', '.join(empty[:-1])} and {empty[-1]} are empty" if len(empty) > 1
+                    else f"{rec.name} is empty")
+            rep.fail(f"{what}: the split has no records, and an empty split is not a "
+                     "dataset; pack it from a .lst that lists images, or delete its files if "
+                     "the split is not wanted")
+    return rep
+
+
+class QuarantineReportError(ValueError):
+    """A ``<split>.quarantine.tsv`` is not the table ``recforge im2rec`` writes."""
+
+
+def read_quarantine_tsv(path: Path) -> dict[int, int | None]:
+    """``{.lst line number: .lst index}`` of every item in a ``recforge im2rec`` quarantine
+    report (the index is None where the line had none that could be read). Raises
+    ``QuarantineReportError`` naming the line when the file is not that table."""
+    # im2rec replaces tabs and line breaks inside fields, so rows are split on "\n" only
+    rows = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+    columns = names.QUARANTINE_TSV_COLUMNS
+    if tuple(rows[0].split("\t")) != columns:
+        raise QuarantineReportError(f"{path.name}:1: the header is not "
+                                    f"{'<TAB>'.join(columns)!r}; it is not recforge "
+                                    "im2rec's quarantine report")
+    out: dict[int, int | None] = {}
+    for n, row in enumerate(rows[1:], 2):
+        if not row:
+            continue
+        fields = row.split("\t")
+        try:
+            if len(fields) != len(columns):
+                raise ValueError(f"{len(fields)} tab-separated field(s), not {len(columns)}")
+            line, key = int(fields[0]), int(fields[1]) if fields[1] else None
+            if line < 1 or line in out:
+                raise ValueError(f".lst line {line} is not a line number or is listed twice")
+        except ValueError as exc:
+            raise QuarantineReportError(f"{path.name}:{n}: {exc}") from None
+        out[line] = key
+    return out
+
+
+def _quarantine_of(root: Path, split: str, rep: SplitReport) -> dict[int, int | None]:
+    """The split's im2rec quarantine report, ``{}`` when there is none (or it is broken,
+    which is then a failure of the split)."""
+    path = root / names.quarantine_tsv(split)
+    if not path.exists():
+        return {}
+    try:
+        return read_quarantine_tsv(path)
+    except (QuarantineReportError, UnicodeDecodeError) as exc:
+        rep.fail(f"{exc}; fix or delete it, or pack the split again to write it anew")
+        return {}
 
 
 def labels_ok(labels: np.ndarray, num_classes: int | None) -> bool:
@@ -84,6 +150,23 @@ def validate_split_fast(root: Path, split: str, num_classes: int | None) -> Spli
     entries, rows = scan.parse_idx(idx_data), scan.parse_lst(lst_data)
     if entries is None or rows is None:
         return None
+    probe = SplitReport(split)
+    quarantined = _quarantine_of(root, split, probe)
+    if not probe.ok:
+        return None
+    lst_lines = len(rows[0])
+    if quarantined:  # a canonical .lst has no blank lines: row i is line i + 1
+        lines = np.array(sorted(quarantined), np.int64)
+        if lines[-1] > lst_lines:
+            return None
+        qkeys = [quarantined[n] for n in lines.tolist()]
+        known = np.array([k is not None for k in qkeys])
+        if not np.array_equal(rows[0][lines[known] - 1],
+                              np.array([k for k in qkeys if k is not None], np.int64)):
+            return None
+        keep = np.ones(lst_lines, bool)
+        keep[lines - 1] = False
+        rows = (rows[0][keep], rows[1][keep])
     keys, offsets = entries
     increasing = bool((np.diff(keys) > 0).all())  # merged splits: no sort needed
     if not increasing and len(np.unique(keys)) != len(keys) or not np.array_equal(rows[0], keys):
@@ -95,7 +178,8 @@ def validate_split_fast(root: Path, split: str, num_classes: int | None) -> Spli
     if not labels_ok(labels, num_classes) or not np.array_equal(labels, rows[1]):
         return None
     n = len(keys)
-    return SplitReport(split, records=n, idx_lines=n, lst_lines=n)
+    return SplitReport(split, records=n, idx_lines=n, lst_lines=lst_lines,
+                       quarantined=len(quarantined))
 
 
 def validate_split_records(root: Path, split: str, num_classes: int | None) -> SplitReport:
@@ -122,6 +206,7 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
             rep.fail(f"{idx.name}: offsets not strictly increasing at key {k1} ({o0} → {o1})")
     by_offset = {o: k for k, o in entries}
 
+    quarantined = _quarantine_of(root, split, rep)
     lst_rows: dict[int, tuple[float, ...]] = {}
     lst_text = None
     if lst.exists():
@@ -130,7 +215,18 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
         except UnicodeDecodeError as exc:
             rep.fail(f"{lst.name} is not UTF-8 ({exc.reason} at byte {exc.start})")
     if lst_text is not None:
-        for n, line in enumerate(lst_text.splitlines(), 1):
+        lines = lst_text.splitlines()
+        for n, line in enumerate(lines, 1):
+            if n in quarantined:  # not packed, as its quarantine report says
+                rep.lst_lines += 1
+                rep.quarantined += 1
+                index = line.split("\t")[0].strip()
+                if quarantined[n] is not None and not (
+                        index.isdigit() and int(index) == quarantined[n]):
+                    rep.fail(f"{names.quarantine_tsv(split)} names index {quarantined[n]} "
+                             f"for {lst.name}:{n}, which is {line!r}: the report is not "
+                             f"this .lst's; pack the split again")
+                continue
             fields = line.split("\t")
             if len(fields) < 3:
                 rep.fail(f"{lst.name}:{n}: needs index, label(s) and path")
@@ -142,6 +238,11 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
             rep.lst_lines += 1
     elif not lst.exists():
         rep.fail(f"{lst.name} is missing")
+    beyond = sorted(n for n in quarantined if n > len(lines)) if lst_text is not None else []
+    if beyond:
+        rep.fail(f"{names.quarantine_tsv(split)} names {lst.name} line {beyond[0]}, but "
+                 f"{lst.name} has {len(lines)} lines: the report is not this .lst's; pack "
+                 "the split again")
 
     seen_offsets = set()
     try:
@@ -175,9 +276,11 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
         rep.fail(f"{idx.name}: key {by_offset[off]} points at byte {off}, not a record start")
     if lst_rows and set(lst_rows) != set(keys):
         rep.fail(f"{lst.name} and {idx.name} list different keys")
-    if not (rep.records == rep.idx_lines == (rep.lst_lines if lst.exists() else rep.records)):
+    expected = rep.lst_lines - rep.quarantined if lst.exists() else rep.records
+    if not (rep.records == rep.idx_lines == expected):
         rep.fail(f"counts differ: {rep.records} records, {rep.idx_lines} .idx lines, "
-                 f"{rep.lst_lines} .lst lines")
+                 f"{rep.lst_lines} .lst lines" + (f" ({rep.quarantined} quarantined)"
+                                                  if rep.quarantined else ""))
     return rep
 
 
@@ -212,8 +315,12 @@ def validate_local(root: Path, num_classes: int | None = None) -> dict:
         "ok": all(r.ok for r in reports.values()),
         "num_classes": num_classes,
         "splits": {s: {"records": r.records, "idx_lines": r.idx_lines, "lst_lines": r.lst_lines,
-                       "failures": r.failures} for s, r in reports.items()},
+                       "quarantined": r.quarantined, "failures": r.failures}
+                   for s, r in reports.items()},
         "failures": [f"{s}: {f}" for s, r in reports.items() for f in r.failures],
+        "notes": [f"{s}: {r.quarantined} .lst item(s) quarantined by recforge im2rec, not in "
+                  f"{names.rec(s)} as expected; see {names.quarantine_tsv(s)}"
+                  for s, r in reports.items() if r.quarantined],
     }
 
 
@@ -221,7 +328,7 @@ def validate_prefix(prefix_uri: str, num_classes: int | None = None) -> dict:
     """Validate a local folder or an S3 prefix (downloaded to a temporary folder)."""
     if not storage.is_s3(prefix_uri):
         return validate_local(storage.local_path(prefix_uri), num_classes)
-    wanted = (".rec", ".idx", ".lst")
+    wanted = (".rec", ".idx", ".lst", ".quarantine.tsv")
     with tempfile.TemporaryDirectory(prefix="recforge-validate-") as tmp:
         for obj in storage.list_objects(prefix_uri):
             if "/" not in obj.key and (obj.key.endswith(wanted) or obj.key == names.CLASSES):
@@ -236,5 +343,7 @@ def format_report(report: dict) -> str:
         lines.append(f"{s:<8} {r['records']:>8} {r['idx_lines']:>8} {r['lst_lines']:>8}  {status}")
     for f in report["failures"]:
         lines.append(f"  - {f}")
+    for note in report.get("notes", []):
+        lines.append(f"  note: {note}")
     lines.append("valid" if report["ok"] else "INVALID")
     return "\n".join(lines)
