@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 MXVENV := .venv-mxnet
 export RECFORGE_MXNET_PYTHON ?= $(CURDIR)/$(MXVENV)/bin/python
 
-.PHONY: venv chromium demo test clean stop-demo constraints
+.PHONY: venv chromium rgw demo test clean stop-demo constraints
 
 $(BIN)/uv:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "make venv needs Python 3.11 (MXNet\x27s environment; the core also runs on 3.12 and 3.13)"'
@@ -50,8 +50,21 @@ chromium:
 	         "(sudo apt-get install chromium)"; \
 	  fi; }
 
-## make test: lint + the whole test suite (unit, S3 integration, MXNet readers, DAG e2e, Celery, browser)
-test: venv chromium
+## Ceph (monitor, OSD, RADOS Gateway) for the tests' second S3 store, a real S3 implementation
+## beside the moto server (tests/common/rgw.py runs a throwaway cluster under a temp folder)
+RGW_PACKAGES := radosgw ceph-mon ceph-osd ceph-common
+rgw:
+	@command -v radosgw >/dev/null && command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null \
+	  && command -v radosgw-admin >/dev/null && command -v monmaptool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(RGW_PACKAGES); \
+	  else \
+	    echo "Ceph RGW is not installed and this is not root: the [rgw] tests will skip" \
+	         "(sudo apt-get install --no-install-recommends $(RGW_PACKAGES))"; \
+	  fi; }
+
+## make test: lint + the whole test suite (unit, S3 integration on moto and Ceph RGW, MXNet readers, DAG e2e, Celery, browser)
+test: venv chromium rgw
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -1,7 +1,9 @@
-"""Shared fixtures: a real S3-compatible server on loopback (moto server mode) for the session.
+"""Shared fixtures: a real S3-compatible server on loopback (moto server mode) for the session,
+and, for modules marked ``both_stores``, a real S3 implementation beside it (Ceph RGW,
+``tests/common/rgw.py``): their tests run once against each, ids ``[moto]`` and ``[rgw]``.
 
 Every test that touches storage talks HTTP to it through boto3, exactly as production talks
-to AWS or MinIO. ``bucket`` gives each test its own empty bucket.
+to AWS, MinIO or Ceph. ``bucket`` gives each test its own empty bucket.
 """
 
 from __future__ import annotations
@@ -29,18 +31,80 @@ if "RECFORGE_MXNET_PYTHON" not in os.environ and _MXNET_VENV.exists():
 collect_ignore = ["mxnet"]
 
 
+STORES = ("moto", "rgw")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "both_stores: run the module's S3 tests against moto and Ceph RGW "
+        "(``s3_endpoint`` parametrized, ids [moto]/[rgw])")
+    config.addinivalue_line(
+        "markers", "moto_only(reason): in a both_stores module, the test runs on moto only "
+        "(its [rgw] case skips with the reason)")
+    config.addinivalue_line(
+        "markers", "rgw_xfail(reason): in a both_stores module, recforge is known to fail on "
+        "Ceph RGW here: the [rgw] case is a strict xfail (it fails the run once it passes)")
+
+
+def _reason(mark) -> str:
+    return mark.kwargs.get("reason") or mark.args[0]
+
+
+def pytest_generate_tests(metafunc):
+    """A ``both_stores`` test that uses S3 runs once per store; ``moto_only`` skips [rgw]."""
+    if "s3_endpoint" not in metafunc.fixturenames or \
+            not metafunc.definition.get_closest_marker("both_stores"):
+        return
+    marks = []
+    only = metafunc.definition.get_closest_marker("moto_only")
+    if only:
+        marks.append(pytest.mark.skip(reason=f"moto only: {_reason(only)}"))
+    known = metafunc.definition.get_closest_marker("rgw_xfail")
+    if known:
+        marks.append(pytest.mark.xfail(reason=f"on Ceph RGW: {_reason(known)}", strict=True))
+    rgw = pytest.param("rgw", id="rgw", marks=marks)
+    metafunc.parametrize("s3_endpoint", [pytest.param("moto", id="moto"), rgw],
+                         indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def s3_endpoint():
+def moto_server():
+    """The moto server for the session: its endpoint and credentials."""
     with s3server.running_server() as endpoint:
-        old = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", *s3server.DEV_CREDENTIALS)}
-        os.environ["AWS_ENDPOINT_URL"] = endpoint
-        os.environ.update(s3server.DEV_CREDENTIALS)
-        yield endpoint
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        yield {**s3server.DEV_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}
+
+
+@pytest.fixture(scope="session")
+def rgw_server(tmp_path_factory):
+    """A Ceph cluster with one RADOS Gateway for the session (``tests/common/rgw.py``): its
+    endpoint and credentials. Where Ceph is not installed the [rgw] tests skip, except under
+    CI, where they fail: the RGW tier must not vanish quietly."""
+    from tests.common import rgw
+
+    reason = rgw.unavailable()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI needs the Ceph RGW tier: {reason}", pytrace=False)
+        pytest.skip(reason)
+    with rgw.running_rgw(tmp_path_factory.mktemp("rgw")) as up:
+        yield up.env()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(request):
+    """The S3 store the test talks to, set in ``os.environ`` (``AWS_ENDPOINT_URL`` and
+    credentials) while its tests run: moto, or Ceph RGW for the [rgw] case of a
+    ``both_stores`` module."""
+    store = getattr(request, "param", "moto")
+    env = request.getfixturevalue(f"{store}_server")
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env["AWS_ENDPOINT_URL"]
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ import pytest
 
 from recforge import storage
 
+pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+
 
 def test_delete_many_deletes_in_batches_across_buckets_and_local_paths(bucket, tmp_path):
     uris = [f"s3://{bucket}/d/{i}.rec" for i in range(1203)]  # two batches
@@ -18,6 +20,7 @@ def test_delete_many_deletes_in_batches_across_buckets_and_local_paths(bucket, t
     assert not local.exists()
 
 
+@pytest.mark.moto_only(reason="refusals are injected into moto's DeleteObjects (moto internals)")
 def test_keys_s3_refuses_to_delete_fail_naming_the_first(bucket, monkeypatch):
     from moto.s3 import models
 

@@ -25,6 +25,8 @@ from recforge.run import Run, cache_uri
 from tests.common.faultproxy import running_proxy
 from tests.common.sources import make_source, make_spec
 
+pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+
 BEFORE_PACK = ("ingest", "flatten", "remap_labels", "split")
 RUN_STAGE = ("import json, sys\n"
              "from recforge import stages\nfrom recforge.run import Run\n"

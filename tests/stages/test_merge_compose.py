@@ -19,6 +19,8 @@ from recforge.spec import parse_spec
 from recforge.stages import merge, pack, validate
 from tests.common import mxnet_readers
 
+pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+
 MiB = 1 << 20
 RECORD = 256 * 1024  # payload bytes of one record
 

@@ -192,7 +192,8 @@ def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]
     def one(name: str) -> tuple[dict, str | None]:
         entry = files[name]
         src = storage.head(run.output(name))
-        dst = storage.copy_exact(run.output(name), storage.join(target, name))
+        dst = storage.copy_exact(run.output(name), storage.join(target, name),
+                                 [p["size"] for p in entry.get("parts", ())] or None)
         staged = {k: v for k, v in entry.items() if k != "checksum"}  # the source's
         problem = releases.check_file(
             storage.join(target, name), staged, name=name, hash_up_to=HASH_UP_TO,

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from recforge.storage import checksums, retry
-from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, Upload
+from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, UPLOAD_PART, Upload
 from recforge.storage.objects import ObjectInfo, download, head, iter_chunks, size_of, upload
 from recforge.storage.uri import is_s3, local_path, split_s3
 
@@ -30,7 +30,8 @@ def copy(src_uri: str, dst_uri: str) -> None:
         upload(Path(tmp) / "obj", dst_uri)
 
 
-def copy_exact(src_uri: str, dst_uri: str) -> ObjectInfo:
+def copy_exact(src_uri: str, dst_uri: str, composed_of: list[int] | None = None
+               ) -> ObjectInfo:
     """Server-side copy whose ETag is the source's and whose SHA-256 the store computes again
     (``checksums``), so comparing either checks the copy.
 
@@ -40,7 +41,13 @@ def copy_exact(src_uri: str, dst_uri: str) -> ObjectInfo:
     ``COPY_PART_THREADS`` parts at a time, since on S3 each part copy takes time in
     proportion to its bytes. No byte passes through this process. Returns the destination's
     size and ETag. Local paths: a plain copy (their ETags are mtimes; check those by
-    hashing)."""
+    hashing).
+
+    A store that ignores ``partNumber`` (Ceph RGW 16.2 answers every part's HEAD with the
+    whole object) gets the layout recforge itself wrote the object with
+    (:func:`written_layout`): ``composed_of``, the sizes of the parts ``compose`` joined, or
+    an ``upload``'s equal parts. A layout that is not the source's gives another ETag,
+    which the caller's check refuses; none that fits raises ``OSError``."""
     if not (is_s3(src_uri) and is_s3(dst_uri)):
         copy(src_uri, dst_uri)
         return head(dst_uri)
@@ -61,10 +68,20 @@ def copy_exact(src_uri: str, dst_uri: str) -> ObjectInfo:
         n, start, size = n_range
         return up.part_copy(n, src_uri, start, start + size, CopySourceIfMatch=src["ETag"])
 
+    first = retry.call("head_object", src_uri, Bucket=sb, Key=sk, PartNumber=1)
     with Upload(dst_uri, ContentType=src.get("ContentType", "application/octet-stream")) as up:
         # the parts' HEADs, then their copies, COPY_PART_THREADS at a time: a split of
         with ThreadPoolExecutor(COPY_PART_THREADS) as pool:  # 1,000 parts is 2,000 requests
-            sizes = list(pool.map(part_size, range(1, n_parts + 1)))
+            if "PartsCount" not in first:  # the store does not answer per part
+                sizes = written_layout(src["ContentLength"], n_parts, composed_of)
+                if sizes is None:
+                    raise OSError(f"{src_uri}: the store does not report the sizes of its "
+                                  f"{n_parts} parts (HEAD ?partNumber), and it was not "
+                                  "written by recforge in a layout known here; copy it with "
+                                  "`aws s3 cp` instead")
+            else:
+                sizes = [first["ContentLength"],
+                         *pool.map(part_size, range(2, n_parts + 1))]
             if sum(sizes) != src["ContentLength"]:
                 raise OSError(f"{src_uri}: its {n_parts} parts add up to {sum(sizes)} bytes, "
                               f"the object has {src['ContentLength']}; copy it again")
@@ -73,6 +90,21 @@ def copy_exact(src_uri: str, dst_uri: str) -> ObjectInfo:
                                                   strict=True)))
         up.complete(parts)
     return head(dst_uri)
+
+
+def written_layout(size: int, n_parts: int, composed_of: list[int] | None = None
+                   ) -> list[int] | None:
+    """The part sizes recforge gave a multipart object of ``size`` bytes and ``n_parts``
+    parts: ``compose``'s pieces of parts sized ``composed_of``, else ``upload``'s equal
+    parts; None if neither has that many parts adding up to ``size``."""
+    candidates = []
+    if composed_of:
+        candidates.append([p[3] if p[0] == "upload" else p[3] - p[2]
+                           for p in plan_compose(composed_of)])
+    if n_parts > 1:
+        candidates.append([UPLOAD_PART] * (n_parts - 1) + [size - UPLOAD_PART * (n_parts - 1)])
+    return next((c for c in candidates
+                 if len(c) == n_parts and sum(c) == size and min(c) > 0), None)
 
 
 COMPOSE_THREADS = 8
