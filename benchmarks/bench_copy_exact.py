@@ -1,5 +1,5 @@
 """Publish's server-side copy of a composed split (``storage.copy_exact``): its parts one at
-a time (the code before session 6) and ``COPY_PART_THREADS`` at a time, side by side on the
+a time (the serial reference) and ``COPY_PART_THREADS`` at a time, side by side on the
 local S3 server. A composed split has one part per shard or group of shards — ~40 at 20,160
 photos, up to ~1,000 at ImageNet size — and each part copy is a request whose time grows
 with its bytes, on S3 as on the stand-in.

@@ -29,7 +29,7 @@ RECORD = 256 * 1024
 
 
 def old_merge(run: Run, shard_ids: list[str], tmp: Path) -> None:
-    """The data movement of the merge before issue 11: download every shard whole,
+    """The reference data movement (a client-side merge): download every shard whole,
     concatenate locally, upload the split."""
     part = names.SHARD_PART
     dirs = []
@@ -86,7 +86,7 @@ def latency_section(args) -> None:
     """Merge's reads of the shards' small files (``shard.json``, ``.idx``, ``.lst``,
     ``records.jsonl``, ``quarantine.jsonl``) through a proxy that holds every response back
     0-``2 x --latency-ms`` (S3's per-request latency, which the loopback server lacks): one
-    at a time (the code before session 6) and ``merge.READ_THREADS`` at a time."""
+    at a time (the serial reference) and ``merge.READ_THREADS`` at a time."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from recforge.dev import s3server
     from recforge.stages import merge

@@ -12,7 +12,7 @@ the detail and JPEG entropy of camera photos rather than of smooth upscales. Set
   1-2 MP (1280x960 ... 1600x1200);
 * ``wide``: 2048x1024.
 
-``NAME:N`` packs the first N images of a set (``photos:600``, ``wide:80``: the issue's
+``NAME:N`` packs the first N images of a set (``photos:600``, ``wide:80``: the sets of the
 whole-command targets). Or ``--data DIR`` packs your own folder.
 
 Each repeat runs, one after the other on the same cores: MXNet's ``im2rec.py`` (from the

@@ -154,3 +154,54 @@ def test_s3_requests_are_the_storage_wings():
     offenders = sorted(m for m, p in _modules().items() if _room(m) != "storage"
                        and "s3_client()" in p.read_text(encoding="utf-8"))
     assert offenders == []
+
+
+def _private_uses(module: str, path: Path, known: set[str]) -> set[str]:
+    """``_private`` names ``module`` takes from another recforge module: imported by name
+    (``from recforge.x import _y``) or reached as ``<imported recforge module>._y``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found, aliases = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] == "recforge":
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    found.add(f"{node.module}.{a.name}")
+                if f"{node.module}.{a.name}" in known:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in known:
+                    aliases[a.asname or a.name] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") and isinstance(node.value, ast.Name) \
+                and aliases.get(node.value.id, module) != module:
+            found.add(f"{aliases[node.value.id]}.{node.attr}")
+    return {f for f in found if f.rsplit(".", 1)[0] != module}
+
+
+def test_no_private_name_crosses_a_module():
+    known = set(_modules())
+    crossing = {m: sorted(_private_uses(m, p, known)) for m, p in _modules().items()}
+    assert {m: names for m, names in crossing.items() if names} == {}
+
+
+def test_the_readme_room_table_names_every_room():
+    """README's room table names only rooms that exist, and every package folder and
+    top-level module of ``include/recforge`` is named."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    start = next(n for n, line in enumerate(lines) if re.match(r"\|\s*room\s*\|", line))
+    named = set()
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        named |= set(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    missing = sorted(r for r in named
+                     if not (PACKAGE / r.rstrip("/")).exists()
+                     or r.endswith("/") != (PACKAGE / r.rstrip("/")).is_dir())
+    assert missing == [], f"README's room table names rooms that do not exist: {missing}"
+    rooms = {f"{p.name}/" for p in PACKAGE.iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()}
+    rooms |= {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert sorted(rooms - named) == [], "rooms missing from README's room table"

@@ -92,13 +92,14 @@ def test_the_demo_also_needs_airflow(monkeypatch, tmp_path, capsys):
         capsys.readouterr().err
 
 
-def test_any_command_names_the_extra_of_a_module_missing_deep_inside(monkeypatch, capsys):
+def test_any_command_names_the_extra_of_a_module_missing_deep_inside(monkeypatch, capsys,
+                                                                     tmp_path):
     from recforge.format import validate
 
     def needs_dali(*args, **kwargs):
         raise ModuleNotFoundError("No module named 'nvidia.dali'", name="nvidia.dali")
 
     monkeypatch.setattr(validate, "validate_prefix", needs_dali)
-    assert main(["validate", "/nowhere"]) == 2
+    assert main(["validate", str(tmp_path)]) == 2  # a folder that exists: validate runs
     assert capsys.readouterr().err == ("recforge validate needs the 'dali' extra: pip install "
                                        "'recforge[dali]' (missing module nvidia.dali)\n")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
 
+from recforge.quality.verdict import FAILED, VERDICT_WORDS, WARNING, gate_status, verdict
 from recforge.spec.alerts import AlertSpec
 
 log = logging.getLogger(__name__)
@@ -62,14 +63,13 @@ class Alert:
 
     @property
     def headline(self) -> str:
-        names = ", ".join(c["name"] for c in self.checks if c["status"] == "failed")
-        warned = ", ".join(c["name"] for c in self.checks if c["status"] == "warning")
-        return {
-            "failed": f"quality gate FAILED ({names})",
-            "warning": f"quality gate passed with warnings ({warned})",
-            "passed": "quality gate passed",
-            "error": "run FAILED",
-        }.get(self.status, self.status)
+        if self.status == "error":
+            return "run FAILED"
+        if self.status not in VERDICT_WORDS:
+            return self.status
+        listed = FAILED if self.status == FAILED else WARNING
+        return verdict(self.status, [c["name"] for c in self.checks if c["status"] == listed],
+                       parenthesised=True)
 
     @property
     def subject(self) -> str:
@@ -180,8 +180,7 @@ def build_alert(result: dict | None, *, dataset: str | None = None, run: str | N
             if c.get("status") == status:
                 checks.append({"name": name, **c})
     if result:
-        status = "failed" if not result.get("ok", True) else (
-            "warning" if result.get("warned") else "passed")
+        status = gate_status(result)
     else:
         status = "error" if error is not None else "passed"
     return Alert(

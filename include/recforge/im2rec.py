@@ -13,7 +13,7 @@ broken (every difference is listed in ``docs/im2rec.md``):
 * decoding uses ``recforge.imaging`` (reduced-size JPEG decode, libjpeg warnings are
   errors, anti-aliased default interpolation), in a process pool sized to the cores;
   records come out in ``.lst`` order, byte-identical whatever the worker count;
-* no ``import mxnet``: RecordIO framing is ``recforge.recordio`` (byte-compatible).
+* no ``import mxnet``: RecordIO framing is ``recforge.format.recordio`` (byte-compatible).
 """
 
 from __future__ import annotations

@@ -65,6 +65,16 @@ def resolve_latest(root_uri: str) -> dict | None:
             "run_id": m.get("run_id"), "published_at": m.get("published_at")}
 
 
+def resolve_version(uri: str) -> str | None:
+    """The version folder ``uri`` names (it holds ``manifest.json``), else the latest complete
+    version of the dataset prefix ``uri`` names (:func:`resolve_latest`); None when it is
+    neither. What the command line takes wherever it needs one published version."""
+    if read_manifest(uri) is not None:
+        return uri
+    latest = resolve_latest(uri)
+    return latest["uri"] if latest else None
+
+
 def read_latest(spec: DatasetSpec) -> dict | None:
     """The latest complete version of the spec's dataset, or None before the first publish."""
     return resolve_latest(dataset_root(spec))

@@ -159,8 +159,10 @@ def test_each_dag_documents_its_dataset(both_kinds):
     city = both_kinds["dags"]["recforge__city"]["doc_md"]
     assert "`s3://recforge-demo/raw/demo_classification`" in demo
     assert "s3://recforge-demo/datasets/demo_classification/<version>/report.html" in demo
-    assert "`0 2 * * *` (UTC)" in demo and "near_duplicates warn" in demo
+    assert "manual runs only" in demo and "near_duplicates warn" in demo
     assert "`s3://bkt/raw/city`" in city and "colour map `cityscapes`" in city
+    # a scheduled DAG says why a run triggered right after unpausing it waits
+    assert "`0 2 * * *` (UTC)" in city and "waits *queued*" in city
     assert demo != city and "### recforge dataset DAGs" in demo  # then the shared pipeline
 
 

@@ -29,7 +29,7 @@ SCHEMA_FILE = Path(
 )
 CODE_GLOBS = ("dags/**/*.py", "include/recforge/**/*.py")
 
-# What the issue asks for, whatever the code uses today.
+# What the deployment must provide, whatever the code uses today.
 REQUIRED_QUEUES = {"default", "gpu"}
 REQUIRED_POOLS = {"recforge_pack", "recforge_gpu_bench"}
 REQUIRED_SERVICES = {
@@ -210,7 +210,7 @@ def schema_problems(compose: dict, schema: dict) -> list[str]:
 
 def service_problems(compose: dict) -> list[str]:
     services = compose.get("services", {})
-    problems = [f"service {name!r} is missing (required by the issue)"
+    problems = [f"service {name!r} is missing (the deployment needs it)"
                 for name in sorted(REQUIRED_SERVICES - services.keys())]
     if "x-airflow-common" not in compose:
         problems.append("no x-airflow-common anchor: Airflow services must share one definition")
@@ -230,7 +230,7 @@ def queue_problems(compose: dict, queues: set[str]) -> list[str]:
 
 
 def worker_problems(compose: dict) -> list[str]:
-    """The two workers the issue names: exact queues, and the GPU one really gets a GPU."""
+    """The two workers the deployment needs: exact queues, and the GPU one really gets a GPU."""
     services = compose.get("services", {})
     problems = []
     for name, want in (("airflow-worker", {"default"}), ("airflow-worker-gpu", {"gpu"})):

@@ -49,3 +49,12 @@ def test_reader_refuses_an_offset_beyond_int64(tmp_path):
     with open(tmp_path / "s.rec", "rb") as f, \
             pytest.raises(recordio.RecordIOError, match="signed 64-bit"):
         recordio.read_record_at(f, 2**63)
+
+
+@pytest.mark.parametrize("payload", [b"", b"a", b"abcd", b"abcde" * 7,
+                                     b"abcd" + recordio.struct.pack("<I", recordio.MAGIC) * 3
+                                     + b"xy"])
+def test_framed_size_is_the_length_frame_writes(payload):
+    magic = recordio.struct.pack("<I", recordio.MAGIC)
+    splits = sum(1 for i in range(0, len(payload) // 4 * 4, 4) if payload[i:i + 4] == magic)
+    assert len(recordio.frame(payload)) == recordio.framed_size(len(payload), splits)

@@ -97,7 +97,7 @@ class TestDevice:
         used = iter(range(1000, 10**9, 1000))
         monkeypatch.setattr(measure, "resolve_device", lambda req, gid=0: {
             "kind": "gpu", "gpu_id": 0, "num_gpus": 1, "statement": "fake gpu (mx.cpu)"})
-        monkeypatch.setattr(loader, "_gpu_used_bytes", lambda _mx, _gid: next(used))
+        monkeypatch.setattr(loader, "gpu_used_bytes", lambda _mx, _gid: next(used))
         monkeypatch.setattr(mx, "gpu", lambda i=0: mx.cpu(i))
         res = measure_here(dataset, BenchOptions(
             **{**FAST, "thread_grid": (), "preprocess_threads": 1}))

@@ -40,7 +40,7 @@ def test_pack_pairs_aligned_and_readable_by_mxnet(tmp_path):
         np.testing.assert_array_equal(img, np.roll(coord_image(W, H), p.key, axis=1))
     rows = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert [r["key"] for r in rows] == list(range(5))
-    assert sum(rows[0]["pixels_by_value"].values()) == W * H
+    assert sum(rows[0]["class_pixels"].values()) == W * H
 
     # MXNet's C++ iterator reads the mask file as 1-channel images, values intact
     it = mx.io.ImageRecordIter(path_imgrec=str(tmp_path / "train_mask.rec"),

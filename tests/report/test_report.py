@@ -15,7 +15,7 @@ from PIL import Image
 from recforge import pipeline, storage
 from recforge.cli import main
 from recforge.report import build_report, render_record
-from recforge.report.page import SECTIONS
+from recforge.report.page import sections_for
 from tests.common.helpers import jpeg
 from tests.common.sources import BAD, make_source, make_spec
 
@@ -24,10 +24,23 @@ class Page(HTMLParser):
     def __init__(self, text: str):
         super().__init__()
         self.ids, self.imgs, self.links, self.text = set(), [], [], []
+        self.captions: list[str] = []  # every figure's caption text
+        self.titles: list[str] = []  # every figure's hover text
+        self.summary: dict[str, str] = {}  # the summary table: row name → its text
+        self._in: str | None = None
+        self._row: list[str] = []
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "figure":
+            self.titles.append(a.get("title", ""))
+        if tag == "figcaption":
+            self._in, self._buf = "caption", []
+        if tag == "table" and "kv" in (a.get("class") or "") and not self.summary:
+            self._in = "kv"
+        if self._in == "kv" and tag == "td":
+            self._row.append("")
         if "id" in a:
             self.ids.add(a["id"])
         if tag == "img":
@@ -36,8 +49,22 @@ class Page(HTMLParser):
             if attr in a and tag != "img":
                 self.links.append(a[attr])
 
+    def handle_endtag(self, tag):
+        if tag == "figcaption" and self._in == "caption":
+            self.captions.append("".join(self._buf))
+            self._in = None
+        if self._in == "kv" and tag == "tr" and len(self._row) >= 2:
+            self.summary[self._row[0]] = self._row[1]
+            self._row = []
+        if self._in == "kv" and tag == "table":
+            self._in = None
+
     def handle_data(self, data):
         self.text.append(data)
+        if self._in == "caption":
+            self._buf.append(data)
+        elif self._in == "kv" and self._row:
+            self._row[-1] += data
 
     @property
     def words(self) -> str:
@@ -73,7 +100,8 @@ def test_every_version_publishes_a_self_contained_report(two_versions, tmp_path)
     assert uri == f"{first['publish']['uri']}/report.html"
     text = storage.get_bytes(uri).decode("utf-8")
     page = Page(text)
-    assert {sid for sid, _ in SECTIONS} <= page.ids
+    assert {sid for sid, _ in sections_for(False)} <= page.ids
+    assert "masks" not in page.ids  # a classification dataset has no Masks section
     # nothing leaves the machine: every image is inline, every link relative or an anchor
     assert page.imgs and all(src.startswith("data:image/") for src in page.imgs)
     assert all(not link.startswith(("http:", "https:", "//")) for link in page.links), page.links
@@ -90,6 +118,58 @@ def test_every_version_publishes_a_self_contained_report(two_versions, tmp_path)
     assert "first version" in words  # nothing to diff against yet
 
 
+def test_report_names_the_published_version_and_its_files(two_versions):
+    """Built in the quality gate, before publish, the report names the version it is
+    published as — its location, latest.json, a loading snippet — never staging; its
+    captions are the source files, the record keys only on hover."""
+    bucket, first, _ = two_versions
+    version = first["publish"]["uri"]
+    page = Page(storage.get_bytes(first["publish"]["report"]).decode("utf-8"))
+    assert page.summary["location"] == version
+    assert page.summary["report"] == f"{version}/report.html"
+    assert page.summary["latest"].startswith(f"s3://{bucket}/datasets/pets/latest.json")
+    assert 'path_imgrec="train.rec", path_imgidx="train.idx"' in page.summary["load it"]
+    assert f"aws s3 cp {version}/train.rec" in page.summary["load it"]
+    assert f"recforge report {version} --open" in page.summary["load it"]
+    assert "_staging" not in " ".join(page.summary.values())
+    records = storage.read_jsonl(f"{version}/records.jsonl")
+    sources = {r["source_key"] for r in records}
+    keys = {str(r["key"]) for r in records}
+    assert page.captions and set(page.captions) <= sources, page.captions[:5]
+    assert not any(c in keys for c in page.captions)
+    assert all(any(k in t for k in keys) for t in page.titles)  # the key on hover
+    # the checklist says what a severity does; the loader section is a table with a floor
+    text = storage.get_bytes(first["publish"]["report"]).decode("utf-8")
+    assert "blocks publish" in text
+    loader = text.split('id="loader"')[1]
+    assert "<table>" in loader.split("</div>")[0] and "img/s" in loader
+
+
+def test_a_failed_gate_report_says_it_was_not_published(tmp_path):
+    """A failed gate keeps the report in staging: it names the staging prefix and says so."""
+    from recforge.quality import QualityGateFailed
+    from recforge.spec import parse_spec
+    from tests.common.sources import SMALL_BENCH
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "src" / cls).mkdir(parents=True)
+        for i in range(4):
+            (tmp_path / "src" / cls / f"{i}.jpg").write_bytes(jpeg(40, 48, seed=i))
+    spec = parse_spec({
+        "name": "pets", "source": {"uri": str(tmp_path / "src")},
+        "splits": {"val_ratio": 0.0, "seed": 1}, "pack": {"resize": 32, "shard_size": 8},
+        "bench": SMALL_BENCH, "publish": {"uri": str(tmp_path / "pub")},
+        "quality": {"loader": {"min_images_per_sec": 1e9}}})
+    with pytest.raises(QualityGateFailed):
+        pipeline.build(spec, run_id="f1", workers=1)
+    staged = next((tmp_path / "pub").rglob("out/report.html"))
+    page = Page(staged.read_text())
+    assert "Not published." in page.words and "loader_throughput" in page.words
+    assert page.summary["location"].startswith(f"staging: {staged.parent}")
+    assert "NOT published" in page.summary["version"]
+    assert "load it" not in page.summary and "latest" not in page.summary
+
+
 def test_checklist_shows_warn_as_warn(two_versions):
     _, first, _ = two_versions
     quality = storage.read_json(f"{first['publish']['uri']}/quality/quality.json")
@@ -97,9 +177,14 @@ def test_checklist_shows_warn_as_warn(two_versions):
     for name, check in quality["checks"].items():
         assert f"<b>{name}</b>" in page
         shown = {"passed": "pass", "warning": "warn", "failed": "fail"}.get(check["status"])
+        row = page.split(f"<b>{name}</b>")[1].split("</tr>")[0]
         if shown:
-            assert f'<span class="{shown}">{shown}</span>' in page.split(f"<b>{name}</b>")[1] \
-                .split("</tr>")[0]
+            assert f'<span class="{shown} nw">{shown}</span>' in row
+        # the severity says what a failure does, not fail/warn beside pass
+        said = {"fail": "blocks publish", "warn": "warns", "off": "off"}[check["severity"]]
+        assert f'<span class="nw">{said}</span>' in row
+        if check["status"] == "warning":  # what it means, what to do, why it did not block
+            assert "Means:" in row and "To do:" in row and "Does not block publish" in row
 
 
 def test_report_diffs_against_the_previous_version(two_versions):
@@ -162,7 +247,7 @@ def test_segmentation_report_overlays_masks_with_a_legend(tmp_path):
 
 
 def test_report_of_a_prefix_without_records_names_the_fix(tmp_path):
-    with pytest.raises(FileNotFoundError, match="needs a packed dataset"):
+    with pytest.raises(FileNotFoundError, match="holds no records.jsonl, so it is no packed dataset"):
         build_report(str(tmp_path), tmp_path / "r.html")
 
 

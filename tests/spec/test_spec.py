@@ -15,6 +15,7 @@ def test_shipped_specs_load():
     demo = next(s for s in specs if s.name == "demo_classification")
     assert demo.dag_id == "recforge__demo_classification"
     assert demo.staging == "s3://recforge-demo/datasets/_staging"
+    assert demo.schedule is None  # demo data never changes: runs only when triggered
 
 
 def test_defaults():

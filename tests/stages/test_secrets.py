@@ -49,9 +49,11 @@ def test_a_build_leaks_no_secret_to_logs_or_objects(bucket, tmp_path, monkeypatc
     assert any(o.key.endswith("/report.html") for o in objects)  # staged and published
     leaked = {o.key: leaks(storage.get_bytes(f"s3://{bucket}/{o.key}")) for o in objects}
     assert not {k: v for k, v in leaked.items() if v}
-    # the terminal gets presigned links (they carry the key id, never the secret)
-    assert not leaks(out.err.encode()) and SECRET_KEY not in out.out
-    assert WEBHOOK_SECRET not in out.out
+    # the terminal gets the version's s3:// URIs and `recforge report … --open`, never a
+    # presigned link (it would carry the key id)
+    assert not leaks(out.err.encode()) and not leaks(out.out.encode())
+    assert "X-Amz-Signature" not in out.out and "Signature=" not in out.out
+    assert "--open" in out.out
 
 
 def test_the_alert_makes_the_report_link_itself(tmp_path):

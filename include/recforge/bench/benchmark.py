@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import recforge.bench.environment as environment
-from recforge.bench.records import _record_sizes, fetch_split, size_check
+from recforge.bench.records import fetch_split, record_sizes, size_check
 from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,6 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
 def _size_check_of(fetched: dict, opts: BenchOptions) -> dict | None:
     """The size check over every record of the split, from its manifest (``records.jsonl``);
     None where there is none (then the measuring side checks the decoded sample)."""
-    manifest_sizes = _record_sizes(fetched.get("records_uri"), opts.split)
+    manifest_sizes = record_sizes(fetched.get("records_uri"), opts.split)
     return (size_check(manifest_sizes, opts.data_shape, "records.jsonl (every record)")
             if manifest_sizes else None)

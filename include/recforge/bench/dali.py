@@ -18,11 +18,19 @@ import logging
 import math
 import platform
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
-from recforge.bench.results import SCHEMA, _r, label_range, percentile, recommend, summary_of
+from recforge.bench.results import (
+    bench_document,
+    dataset_facts,
+    label_range,
+    percentile,
+    recommend,
+    rounded,
+    summary_of,
+)
 from recforge.errors import needs_extra
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
@@ -149,11 +157,11 @@ def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
         "observed_threads": threads,
         "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
         "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
-        "latency_ms": {"p50": _r(percentile(latencies, 50) * 1e3),
-                       "p95": _r(percentile(latencies, 95) * 1e3),
-                       "p99": _r(percentile(latencies, 99) * 1e3),
-                       "max": _r(max(latencies) * 1e3),
-                       "mean": _r(sum(latencies) / len(latencies) * 1e3)},
+        "latency_ms": {"p50": rounded(percentile(latencies, 50) * 1e3),
+                       "p95": rounded(percentile(latencies, 95) * 1e3),
+                       "p99": rounded(percentile(latencies, 99) * 1e3),
+                       "max": rounded(max(latencies) * 1e3),
+                       "mean": rounded(sum(latencies) / len(latencies) * 1e3)},
         "window": {"batches": measured, "images": images_seen, "seconds": round(window, 4),
                    "warmup_batches": opts.warmup_batches},
         "batches_seen": {"count": opts.warmup_batches + measured,
@@ -243,25 +251,19 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
                          sizes["fraction_smaller"], next(
                              r["images_per_sec"] for r in runs
                              if r["effective_threads"] == configured))
-    return {
-        "schema": SCHEMA, "created_at": started.isoformat(),
-        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
-        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
-        "loader": NAME, "options": opts.model_dump(mode="json"),
-        "host": {"hostname": platform.node(), "python": platform.python_version(),
-                 "dali": dali.__version__, "numpy": np.__version__, "opencv": cv2.__version__,
-                 "nprocs": procs},
-        "device": device,
-        "dataset": {"records": n_records, "rec_bytes": rec_bytes,
-                    "mean_record_bytes": round(rec_bytes / n_records, 1),
-                    "num_classes": num_classes, "sample": fetched.get("sample")},
-        "bare_decode": decode, "image_sizes": sizes,
-        "threads": {"nprocs": procs, "cap": procs, "grid": grid, "measured_effective": grid,
-                    "cap_formula": "DALI num_threads, capped at the CPUs"},
-        "runs": runs, "value_check": values, "label_range": [lab_lo, lab_hi],
-        "recommendation": {**pick, "num_threads": pick["preprocess_threads"],
-                           "prefetch_queue_depth": opts.prefetch_buffer,
-                           "batch_size": opts.batch_size, "device": device["kind"]},
-        "summary": summary, "problems": problems,
-        "warnings": ["preprocess_threads / thread_grid are read as DALI num_threads"],
-    }
+    return bench_document(
+        prefix=prefix, opts=opts, started=started, loader=NAME,
+        host={"hostname": platform.node(), "python": platform.python_version(),
+              "dali": dali.__version__, "numpy": np.__version__, "opencv": cv2.__version__,
+              "nprocs": procs},
+        device=device,
+        dataset=dataset_facts(n_records, rec_bytes, num_classes, fetched.get("sample")),
+        bare_decode=decode, image_sizes=sizes,
+        threads={"nprocs": procs, "cap": procs, "grid": grid, "measured_effective": grid,
+                 "cap_formula": "DALI num_threads, capped at the CPUs"},
+        runs=runs, value_check=values, label_range=[lab_lo, lab_hi],
+        recommendation={**pick, "num_threads": pick["preprocess_threads"],
+                        "prefetch_queue_depth": opts.prefetch_buffer,
+                        "batch_size": opts.batch_size, "device": device["kind"]},
+        summary=summary, problems=problems,
+        warnings=["preprocess_threads / thread_grid are read as DALI num_threads"])

@@ -33,7 +33,7 @@ def thread_cap(procs: int | None = None) -> int:
     return max(procs // 2 - 1, 1)
 
 
-def _first_mxnet_message(exc: Exception) -> str:
+def first_mxnet_message(exc: Exception) -> str:
     """MXNet errors carry a C++ traceback; keep the ``MXNetError: ...`` line."""
     text = str(exc)
     for line in text.splitlines():
@@ -51,7 +51,7 @@ def resolve_device(requested: str, gpu_id: int = 0) -> dict:
     try:
         n = mx.context.num_gpus()
     except Exception as exc:  # a CUDA build without a driver raises here
-        log.warning("mx.context.num_gpus() failed: %s", _first_mxnet_message(exc))
+        log.warning("mx.context.num_gpus() failed: %s", first_mxnet_message(exc))
         n = 0
     info = {"requested": requested, "num_gpus": n, "mxnet_cuda_build": cuda_build,
             "gpu_id": None, "kind": "cpu"}
@@ -94,7 +94,7 @@ def gpu_smoke_test(gpu_id: int) -> str | None:
     try:
         got = (mx.nd.ones((4,), ctx=mx.gpu(gpu_id)) * 2).asnumpy()
     except Exception as exc:
-        msg = _first_mxnet_message(exc)
+        msg = first_mxnet_message(exc)
         hint = ""
         if "no kernel image" in msg or "PTX" in msg or "invalid device function" in msg:
             hint = ("; the MXNet build has no kernels for this GPU's compute capability and "
@@ -105,12 +105,15 @@ def gpu_smoke_test(gpu_id: int) -> str | None:
     return None
 
 
-def _gpu_used_bytes(mx, gpu_id: int) -> int:
+def gpu_used_bytes(mx, gpu_id: int) -> int:
+    """Bytes in use on GPU ``gpu_id`` (MXNet's view): the loaders' memory baseline and peak."""
     free, total = mx.context.gpu_memory_info(gpu_id)
     return int(total - free)
 
 
-def _host() -> dict:
+def host_info() -> dict:
+    """This host as ``bench.json`` records it (hostname, versions, CPUs, MXNet features, load):
+    a reused benchmark must have measured on the same one."""
     import platform
 
     import cv2

@@ -21,9 +21,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from recforge.bench.device import _first_mxnet_message, _gpu_used_bytes
+from recforge.bench.device import first_mxnet_message, gpu_used_bytes
 from recforge.bench.records import LoaderBenchError, count_records
-from recforge.bench.results import _r, percentile
+from recforge.bench.results import percentile, rounded
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
@@ -80,7 +80,7 @@ def _iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool,
 def explain_iter_error(exc: Exception, rec: Path, opts: BenchOptions,
                        sizes: dict | None) -> str:
     """Turn an MXNet iterator error into one sentence with the values and the fix."""
-    msg = _first_mxnet_message(exc)
+    msg = first_mxnet_message(exc)
     smallest = (sizes or {}).get("smallest")
     small_txt = (f"the smallest image checked is {smallest['height']}x{smallest['width']} "
                  f"(key {smallest['key']})" if smallest else "image sizes unknown")
@@ -148,7 +148,7 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
 
     rec = root / names.rec(opts.split)
     ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
-    gpu_base = _gpu_used_bytes(mx, device["gpu_id"]) if ctx is not None else None
+    gpu_base = gpu_used_bytes(mx, device["gpu_id"]) if ctx is not None else None
     gpu_peak = gpu_base
     it, first_batch_s, text = _open_iter(mx, root, opts, threads, sizes,
                                          device["gpu_id"] or 0)
@@ -176,7 +176,7 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
         lat = time.perf_counter() - t
         labels = batch.label[0].asnumpy()
         if ctx is not None:
-            gpu_peak = max(gpu_peak, _gpu_used_bytes(mx, device["gpu_id"]))
+            gpu_peak = max(gpu_peak, gpu_used_bytes(mx, device["gpu_id"]))
         pad = int(batch.pad or 0)
         row = {
             "batch": i, "warmup": i < opts.warmup_batches, "latency_ms": round(lat * 1e3, 3),
@@ -208,9 +208,10 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
         "images_per_sec": round(ips, 1),
         "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
         "latency_ms": {
-            "p50": _r(percentile(latencies, 50) * 1e3), "p95": _r(percentile(latencies, 95) * 1e3),
-            "p99": _r(percentile(latencies, 99) * 1e3), "max": _r(max(latencies) * 1e3),
-            "mean": _r(sum(latencies) / len(latencies) * 1e3),
+            "p50": rounded(percentile(latencies, 50) * 1e3),
+            "p95": rounded(percentile(latencies, 95) * 1e3),
+            "p99": rounded(percentile(latencies, 99) * 1e3), "max": rounded(max(latencies) * 1e3),
+            "mean": rounded(sum(latencies) / len(latencies) * 1e3),
         },
         "window": {"batches": len(latencies), "images": images, "seconds": round(window_s, 4),
                    "warmup_batches": opts.warmup_batches, "epochs_wrapped": epochs},

@@ -18,7 +18,7 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from recforge.bench.device import _host, nprocs, resolve_device, thread_cap
+from recforge.bench.device import host_info, nprocs, resolve_device, thread_cap
 from recforge.bench.loader import check_values, run_loader
 from recforge.bench.records import (
     UPSCALE_NOTE,
@@ -27,8 +27,16 @@ from recforge.bench.records import (
     count_records,
     size_check,
 )
-from recforge.bench.results import SCHEMA, _r, label_range, recommend, summary_of
-from recforge.bench.segmentation import _segmentation
+from recforge.bench.results import (
+    SCHEMA,
+    bench_document,
+    dataset_facts,
+    label_range,
+    recommend,
+    rounded,
+    summary_of,
+)
+from recforge.bench.segmentation import measure_segmentation
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
@@ -48,7 +56,7 @@ def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | 
             return _reused(previous, prefix, fetched, started_at)
         log.info("bench: measuring again (%s)", why_not)
     if opts.loader == "segmentation":
-        return _segmentation(prefix, Path(root), opts, fetched, started_at)
+        return measure_segmentation(prefix, Path(root), opts, fetched, started_at)
     return _run(prefix, Path(root), opts, fetched, sizes, started_at)
 
 
@@ -61,7 +69,7 @@ def reusable(previous: dict, opts: BenchOptions, sample: dict, sizes: dict | Non
     passed its own problems check. What the loader measures is a function of exactly those
     inputs, so measuring again would measure the same thing."""
     old_sample = (previous.get("dataset") or {}).get("sample") or {}
-    host = {k: v for k, v in _host().items() if k != "loadavg_at_start"}
+    host = {k: v for k, v in host_info().items() if k != "loadavg_at_start"}
     old_host = {k: v for k, v in (previous.get("host") or {}).items()
                 if k != "loadavg_at_start"}
     checks = (
@@ -98,9 +106,57 @@ def _reused(previous: dict, prefix: str, fetched: dict, started) -> dict:
 
 def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
          started) -> dict:
+    """The ImageRecordIter benchmark of the window in ``root``: bare decode, the
+    ``preprocess_threads`` sweep, the value check, then one ``bench.json`` document."""
     warnings: list[str] = []
     device = resolve_device(opts.device, opts.gpu_id)
-    host = _host()
+    host = host_info()
+    rec, n_records, rec_bytes, num_classes = _split_facts(root, opts)
+    log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
+             rec_bytes / 1e6, device["statement"])
+    decode, sizes = _decode_and_sizes(rec, opts, sizes, warnings)
+    procs = nprocs()
+    cap = thread_cap(procs)
+    grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
+    by_effective, runs = _sweep(root, opts, grid, cap, procs, device, sizes, warnings)
+    primary = next(r for r in runs if opts.preprocess_threads in r["requested_threads"])
+    rec_pick = recommend(runs)
+    best = next(r for r in runs if r["effective_threads"] == rec_pick["preprocess_threads"])
+    values = check_values(root, opts, best["effective_threads"], device, sizes)
+    lab_lo, lab_hi, problems = _problems(runs, values, decode, num_classes, opts)
+    if opts.preprocess_threads > cap:
+        warnings.append(
+            f"preprocess_threads={opts.preprocess_threads} is above MXNet's cap "
+            f"max(nprocs/2 - 1, 1) = {cap} on this {procs}-CPU host; MXNet silently uses {cap}"
+        )
+
+    summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
+                         sizes["fraction_smaller"], primary["images_per_sec"])
+    return bench_document(
+        prefix=prefix, opts=opts, started=started, loader="mx.io.ImageRecordIter",
+        host=host, device=device,
+        dataset={
+            **dataset_facts(n_records, rec_bytes, num_classes, fetched.get("sample")),
+            "download_seconds": rounded(fetched["download_seconds"]),
+            "download_mb_per_sec": (round(fetched["downloaded_bytes"] / 1e6
+                                          / fetched["download_seconds"], 2)
+                                    if fetched["download_seconds"] else None),
+        },
+        bare_decode=decode, image_sizes=sizes,
+        threads={
+            "nprocs": procs, "cap": cap, "cap_formula": "max(nprocs // 2 - 1, 1) (MXNet 1.9.1 "
+            "ImageRecordIOParser2::Init, applied silently)",
+            "grid": grid, "measured_effective": sorted(by_effective),
+        },
+        runs=runs, value_check=values, label_range=[lab_lo, lab_hi],
+        recommendation={**rec_pick, "prefetch_buffer": opts.prefetch_buffer,
+                        "batch_size": opts.batch_size, "device": device["kind"]},
+        summary=summary, problems=problems, warnings=warnings)
+
+
+def _split_facts(root: Path, opts: BenchOptions) -> tuple[Path, int, int, int | None]:
+    """``(rec, records, rec bytes, num_classes)`` of the fetched split; a split with fewer
+    records than a batch is refused here, with the fix, before MXNet starts."""
     rec = root / names.rec(opts.split)
     n_records = count_records(root / names.idx(opts.split))
     rec_bytes = rec.stat().st_size
@@ -112,9 +168,14 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
             f"{rec} has {n_records} records, fewer than batch_size={opts.batch_size}; "
             "lower the batch size for this split"
         )
+    return rec, n_records, rec_bytes, num_classes
 
-    log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
-             rec_bytes / 1e6, device["statement"])
+
+def _decode_and_sizes(rec: Path, opts: BenchOptions, sizes: dict | None,
+                      warnings: list[str]) -> tuple[dict, dict]:
+    """The bare-decode rate, and the size check (the manifest's over the whole split when
+    given, else the decoded sample's): images smaller than ``data_shape`` are upscaled by
+    the loader, which the warning says, since it changes what training sees."""
     decode = bare_decode(rec, opts.decode_records)
     sizes = sizes or size_check(
         decode["sizes"], opts.data_shape,
@@ -126,10 +187,16 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
             f"than data_shape {opts.data_shape[1]}x{opts.data_shape[2]} (smallest "
             f"{sizes['smallest']['height']}x{sizes['smallest']['width']}): {UPSCALE_NOTE}"
         )
+    return decode, sizes
 
-    procs = nprocs()
-    cap = thread_cap(procs)
-    grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
+
+def _sweep(root: Path, opts: BenchOptions, grid: list[int], cap: int, procs: int,
+           device: dict, sizes: dict, warnings: list[str]
+           ) -> tuple[dict[int, list[int]], list[dict]]:
+    """The ``preprocess_threads`` sweep: grid values MXNet's cap collapses to the same
+    effective value are measured once (``by_effective``: effective → requested); a run
+    whose observed threads differ from the prediction is warned about, the observed value
+    wins."""
     by_effective: dict[int, list[int]] = {}
     for t in grid:
         by_effective.setdefault(min(t, cap), []).append(t)
@@ -147,57 +214,19 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
         runs.append(r)
         log.info("bench: %d thread(s): %.0f img/s, p99 %.1f ms, first batch %.2f s", eff,
                  r["images_per_sec"], r["latency_ms"]["p99"], r["time_to_first_batch_s"])
-    primary = next(r for r in runs if opts.preprocess_threads in r["requested_threads"])
-    rec_pick = recommend(runs)
-    best = next(r for r in runs if r["effective_threads"] == rec_pick["preprocess_threads"])
+    return by_effective, runs
 
+
+def _problems(runs: list[dict], values: dict, decode: dict, num_classes: int | None,
+              opts: BenchOptions) -> tuple[float, float, list[str]]:
+    """``(label lo, label hi, problems)``: what makes the benchmark's document not pass —
+    each run's problems, the value check's, labels outside ``classes.json`` and records
+    that do not decode."""
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
-    values = check_values(root, opts, best["effective_threads"], device, sizes)
     problems += values["problems"]
     lab_lo, lab_hi, label_problem = label_range(runs, values, num_classes, opts.label_width)
     problems += [label_problem] if label_problem else []
     if decode["undecodable"]:
         problems.append(f"{decode['undecodable']} of the first {decode['records']} records "
                         "do not decode with cv2.imdecode")
-    if opts.preprocess_threads > cap:
-        warnings.append(
-            f"preprocess_threads={opts.preprocess_threads} is above MXNet's cap "
-            f"max(nprocs/2 - 1, 1) = {cap} on this {procs}-CPU host; MXNet silently uses {cap}"
-        )
-
-    summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
-                         sizes["fraction_smaller"], primary["images_per_sec"])
-    return {
-        "schema": SCHEMA,
-        "created_at": started.isoformat(),
-        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
-        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
-        "loader": "mx.io.ImageRecordIter",
-        "options": opts.model_dump(mode="json"),
-        "host": host,
-        "device": device,
-        "dataset": {
-            "records": n_records, "rec_bytes": rec_bytes,
-            "mean_record_bytes": round(rec_bytes / n_records, 1), "num_classes": num_classes,
-            "sample": fetched.get("sample"),
-            "download_seconds": _r(fetched["download_seconds"]),
-            "download_mb_per_sec": (round(fetched["downloaded_bytes"] / 1e6
-                                          / fetched["download_seconds"], 2)
-                                    if fetched["download_seconds"] else None),
-        },
-        "bare_decode": decode,
-        "image_sizes": sizes,
-        "threads": {
-            "nprocs": procs, "cap": cap, "cap_formula": "max(nprocs // 2 - 1, 1) (MXNet 1.9.1 "
-            "ImageRecordIOParser2::Init, applied silently)",
-            "grid": grid, "measured_effective": sorted(by_effective),
-        },
-        "runs": runs,
-        "value_check": values,
-        "label_range": [lab_lo, lab_hi],
-        "recommendation": {**rec_pick, "prefetch_buffer": opts.prefetch_buffer,
-                           "batch_size": opts.batch_size, "device": device["kind"]},
-        "summary": summary,
-        "problems": problems,
-        "warnings": warnings,
-    }
+    return lab_lo, lab_hi, problems

@@ -195,7 +195,7 @@ def _fetch_window(uri: str, dest: Path, window: list[tuple[int, int]], end: int,
     return read
 
 
-def _record_sizes(records_uri: str | None, split: str) -> list[tuple[int, int, int]] | None:
+def record_sizes(records_uri: str | None, split: str) -> list[tuple[int, int, int]] | None:
     """(key, height, width) of every record of the split, streamed from the pack manifest."""
     if records_uri is None:
         return None

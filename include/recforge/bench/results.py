@@ -8,6 +8,7 @@ compute alike live here, below both.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 SCHEMA = "recforge.bench/1"
 
@@ -26,8 +27,40 @@ def percentile(values: list[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _r(x: float | None, nd: int = 3) -> float | None:
+def rounded(x: float | None, nd: int = 3) -> float | None:
+    """``x`` rounded to ``nd`` digits, None kept: how ``bench.json`` writes its numbers."""
     return None if x is None else round(x, nd)
+
+
+def dataset_facts(n_records: int, rec_bytes: int, num_classes: int | None,
+                  sample: dict | None) -> dict:
+    """``bench.json``'s ``dataset`` as every loader writes it (the MXNet loaders add the
+    download's numbers)."""
+    return {"records": n_records, "rec_bytes": rec_bytes,
+            "mean_record_bytes": round(rec_bytes / n_records, 1), "num_classes": num_classes,
+            "sample": sample}
+
+
+def bench_document(*, prefix: str, opts, started: datetime, loader: str, host: dict,
+                   device: dict, dataset: dict, bare_decode: dict, image_sizes: dict | None,
+                   threads: dict, runs: list[dict], value_check: dict, label_range: list,
+                   recommendation: dict, summary: dict, problems: list[str],
+                   warnings: list[str]) -> dict:
+    """The ``bench.json`` document, one layout (and key order) for every loader: the floors,
+    the quality gate and the report read any of them alike. ``opts``: the ``BenchOptions``
+    measured with; ``duration_s`` runs from ``started`` to now. The version and run are
+    filled in when the document is published with them."""
+    return {
+        "schema": SCHEMA, "created_at": started.isoformat(),
+        "duration_s": round((datetime.now(UTC) - started).total_seconds(), 3),
+        "prefix": prefix, "split": opts.split, "dataset_version": None, "run_id": None,
+        "loader": loader, "options": opts.model_dump(mode="json"), "host": host,
+        "device": device, "dataset": dataset, "bare_decode": bare_decode,
+        "image_sizes": image_sizes, "threads": threads, "runs": runs,
+        "value_check": value_check, "label_range": label_range,
+        "recommendation": recommendation, "summary": summary, "problems": problems,
+        "warnings": warnings,
+    }
 
 
 def recommend(runs: list[dict]) -> dict:

@@ -39,10 +39,33 @@ def _version() -> str:
         return __version__
 
 
+S3_ENVIRONMENT = """\
+S3 access (boto3's own chain):
+  AWS_ENDPOINT_URL        the S3 endpoint; unset: AWS itself
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+                          the credentials (or a profile: AWS_PROFILE, ~/.aws/credentials)
+  AWS_DEFAULT_REGION      e.g. us-east-1
+  The local dev server prints the lines to export: recforge dev-s3 start
+  Inside Airflow the tasks use the connection aws_default when it exists (login, password,
+  extra {"endpoint_url": ...}), e.g. AIRFLOW_CONN_AWS_DEFAULT='{"conn_type": "aws", ...}'."""
+
+EPILOG = f"""\
+examples:
+  recforge demo                                   # the whole product on sample data
+  recforge build include/datasets/demo_classification.yaml --dry-run
+  recforge validate s3://bucket/datasets/NAME     # its latest version; or .../NAME/VERSION
+  recforge verify s3://bucket/datasets/NAME/VERSION
+  recforge report s3://bucket/datasets/NAME/VERSION -o out/
+  recforge COMMAND --help                         # each command's options
+
+{S3_ENVIRONMENT}"""
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recforge",
         description="Forge, check, benchmark and publish MXNet RecordIO datasets.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"recforge {_version()}")

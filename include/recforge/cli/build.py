@@ -1,4 +1,4 @@
-"""``recforge build`` (the whole pipeline, no Airflow) and ``recforge validate``."""
+"""``recforge build``: the whole pipeline for a dataset spec, no Airflow."""
 
 from __future__ import annotations
 
@@ -55,32 +55,54 @@ def _build(args: argparse.Namespace) -> int:
     print(f"loader benchmark ({bench['device']}): {bench['images_per_sec']:.0f} img/s, "
           f"bare decode {bench['bare_decode_images_per_sec']:.0f} img/s/thread")
     q = result["quality_gate"]
-    warned = f" with warnings {q['warned']}" if q["warned"] else ""
-    print(f"quality checklist: passed{warned}; Data Docs: {q['data_docs']}")
-    from recforge import storage
-
-    print(f"report: {q['report']}\n  open: {storage.browser_url(q['report'])}")
-    if result["publish"]:
-        print(f"published: {result['publish']['uri']}")
-        if result["publish"].get("report"):
-            print(f"  report: {result['publish']['report']}")
-    else:
-        print(f"dry run, not published; output in {result['staging']}/out")
+    warned = f" with warnings: {', '.join(q['warned'])}" if q["warned"] else ""
+    print(f"quality checklist: passed{warned}")
+    print(_where_to_look(result))
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return 0
 
 
-def _validate(args: argparse.Namespace) -> int:
-    from recforge.format import validate
+def _where_to_look(result: dict) -> str:
+    """The lines naming the published version, its report and Data Docs, and how to open
+    them: the version's URIs (never a worker's temporary file), and no presigned link (a
+    bearer credential on the terminal and in its scrollback): ``recforge report --open``
+    opens an s3:// report."""
+    from recforge import storage
+    from recforge.format import names
 
-    report = validate.validate_prefix(args.prefix, args.num_classes)
-    print(json.dumps(report, indent=2) if args.json else validate.format_report(report))
-    return 0 if report["ok"] else 1
+    published = result["publish"]
+    if not published:
+        out = storage.join(result["staging"], "out")
+        return (f"dry run, not published; output in {out}\n"
+                f"  report: {storage.join(out, names.REPORT)} (staged)\n"
+                f"  open:   recforge report {out} --open")
+    version = published["uri"]
+    lines = [f"published: {version}",
+             f"  report:    {published.get('report') or '(none published)'}",
+             f"  Data Docs: {storage.join(version, names.QUALITY_DIR, 'index.html')}"]
+    if storage.is_s3(version):
+        lines.append(f"  open:      recforge report {version} --open  (a browser cannot open "
+                     "s3:// links)")
+    elif published.get("report"):
+        lines.append(f"  open:      {storage.browser_url(published['report'])}")
+    return "\n".join(lines)
 
 
 def register(sub) -> None:
-    p = sub.add_parser("build", help="run the whole pipeline for a dataset spec, no Airflow")
+    from recforge.cli import S3_ENVIRONMENT
+
+    p = sub.add_parser(
+        "build", help="run the whole pipeline for a dataset spec, no Airflow",
+        description="Run the whole pipeline for a dataset spec, no Airflow: ingest, pack,\n"
+        "validate, benchmark, quality checklist, then publish a new version.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  recforge build include/datasets/demo_classification.yaml\n"
+        "  recforge build my.yaml --dry-run                 # build and check, publish nothing\n"
+        "  recforge build my.yaml --source s3://b/raw/pets --publish s3://b/datasets\n"
+        "  recforge build my.yaml --force-rebuild --json    # even when nothing changed\n\n"
+        + S3_ENVIRONMENT)
     p.add_argument("spec", help="dataset spec YAML (include/datasets/*.yaml)")
     p.add_argument("--source", help="override source.uri")
     p.add_argument("--publish", help="override publish.uri")
@@ -93,10 +115,3 @@ def register(sub) -> None:
                    help="build and publish even when nothing changed since the latest version")
     p.add_argument("--json", action="store_true", help="also print the full result as JSON")
     p.set_defaults(func=_build)
-
-    p = sub.add_parser("validate", help="structural check of a packed dataset prefix")
-    p.add_argument("prefix", help="s3://bucket/prefix or a local folder with <split>.rec/.idx")
-    p.add_argument("--num-classes", type=int, help="labels must be in [0, N) (default: "
-                   "classes.json next to the files)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=_validate)

@@ -22,18 +22,18 @@ def _spec_parts(args) -> tuple[QualitySpec, Any, str, str | None]:
     """quality, pack, task and dataset name from --spec, else from a version's manifest.json."""
     from recforge import storage
     from recforge.format import names
-    from recforge.quality.gate import _as_quality
+    from recforge.quality.gate import as_quality
     from recforge.spec.quality import QualitySpec
 
     if args.spec:
         from recforge.spec import load_spec
 
         spec = load_spec(args.spec)
-        return (_as_quality(getattr(spec, "quality", None)), spec.pack, spec.task, spec.name)
+        return (as_quality(getattr(spec, "quality", None)), spec.pack, spec.task, spec.name)
     manifest_uri = storage.join(args.prefix, names.MANIFEST)
     if storage.exists(manifest_uri):
         spec = storage.read_json(manifest_uri).get("spec") or {}
-        return (_as_quality(spec.get("quality")), spec.get("pack"),
+        return (as_quality(spec.get("quality")), spec.get("pack"),
                 spec.get("task", "classification"), spec.get("name"))
     log.warning("no --spec and no manifest.json under %s: pack options unknown, so image "
                 "sizes are checked for channels and >= 1 only", args.prefix)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from recforge.errors import needs_extra
@@ -61,8 +62,21 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of the variants")
     p.set_defaults(func=_sample_data)
 
-    p = sub.add_parser("demo", help="run the embedded default end to end through the real DAG")
-    p.add_argument("--repo", default=".", help="repository root (holds dags/ and include/)")
-    p.add_argument("--port", type=int, default=9000, help="local S3 server port")
-    p.add_argument("--per-class", type=int, default=40, help="sample images per class")
+    p = sub.add_parser(
+        "demo", help="run the embedded default end to end through the real DAG",
+        description="Start the local S3 server (unless AWS_ENDPOINT_URL is set), upload the\n"
+        "sample images, run the demo DAG with `airflow dags test`, then print where the\n"
+        "dataset was published and the commands to look at it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  recforge demo                  # local S3 server on 127.0.0.1:9000\n"
+        "  recforge demo --port 9100      # when 9000 is taken\n"
+        "  make stop-demo                 # stop the server it leaves running\n"
+        "                                 # (recforge dev-s3 stop --state-dir .demo)")
+    p.add_argument("--repo", default=".", help="repository root (holds dags/ and include/; "
+                   "default: here)")
+    p.add_argument("--port", type=int, default=9000,
+                   help="loopback port of the local S3 server (default 9000)")
+    p.add_argument("--per-class", type=int, default=40,
+                   help="sample images per class (default 40; 14 classes)")
     p.set_defaults(func=_demo)

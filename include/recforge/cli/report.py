@@ -15,8 +15,14 @@ def _report(args) -> int:
 
     out = Path(args.output or ".") / names.REPORT
     docs = storage.join(args.prefix, names.QUALITY_DIR, "index.html")
-    docs_href = None if not args.output else (
-        storage.browser_url(docs) if not storage.is_s3(args.prefix) else docs)
+    if not storage.is_s3(args.prefix):
+        docs_href = storage.browser_url(docs)  # a file:// link to the version's Data Docs
+    elif args.open:
+        # opened here, by its owner: the one place a presigned link is written (into the
+        # local page, never printed), so the Data Docs link opens from the browser
+        docs_href = storage.browser_url(docs)
+    else:
+        docs_href = docs
     path = build_report(args.prefix, out, previous=args.previous, docs_href=docs_href)
     print(f"report: {path} ({path.stat().st_size / 1024:.0f} KB)")
     print(f"  open: {path.resolve().as_uri()}")
@@ -26,10 +32,26 @@ def _report(args) -> int:
 
 
 def _show(args) -> int:
+    import sys
+
+    from recforge import releases, storage
     from recforge.report import render_record
 
-    path = render_record(args.prefix, args.key, args.output, split=args.split)
-    print(f"wrote {path}")
+    prefix = args.prefix
+    if not storage.is_s3(prefix) and not storage.local_path(prefix).is_dir():
+        print(f"recforge show: error: the local folder {prefix} does not exist", file=sys.stderr)
+        return 2
+    version = releases.resolve_version(prefix)  # a dataset prefix: its latest version
+    if version is not None and version.rstrip("/") != prefix.rstrip("/"):
+        print(f"{prefix} is a dataset prefix: showing from its latest version {version}",
+              file=sys.stderr)
+    try:
+        path, r = render_record(version or prefix, args.key, args.output, split=args.split)
+    except KeyError as exc:  # str() of a KeyError quotes its message
+        print(f"recforge show: error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}: record {r['key']} of split {r['split']}, class "
+          f"{r.get('class_name') or r.get('label')}, from {r.get('source_key') or '?'}")
     return 0
 
 
@@ -43,8 +65,10 @@ def register(sub) -> None:
     p.set_defaults(func=_report)
 
     p = sub.add_parser("show", help="render one record (with its mask overlay) to a PNG")
-    p.add_argument("prefix", help="a published version or a run's out/")
-    p.add_argument("key", type=int, help="the record key (.idx key)")
+    p.add_argument("prefix", help="a published version, a dataset prefix (its latest "
+                   "version) or a run's out/")
+    p.add_argument("key", type=int, help="the record's key: the `key` column of records.jsonl "
+                   "(the .idx key; the report shows it on hover over a thumbnail)")
     p.add_argument("--split", help="the split, when the key exists in several")
     p.add_argument("-o", "--output", required=True, help="the PNG to write")
     p.set_defaults(func=_show)

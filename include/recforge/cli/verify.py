@@ -1,4 +1,5 @@
-"""``recforge verify URI``: re-check a published version end to end.
+"""``recforge verify URI``: re-check a published version end to end; ``recforge validate
+PREFIX``: the RecordIO structure alone, of any packed prefix.
 
 URI is a version (``<publish.uri>/<name>/<version>``, the folder holding ``manifest.json``)
 or a dataset prefix (``<publish.uri>/<name>``: its latest complete version). Every file the
@@ -7,6 +8,10 @@ part by part with ranged reads), the version must hold no other file, and the Re
 structure must be sound (``recforge.format.validate``). Exit 0: verified; 1: something
 differs (each difference is printed); 2: URI is no published version or dataset. A version
 published before manifests carried SHA-256s reports "no SHA-256 recorded" for its files.
+
+``validate`` takes what ``verify`` takes (a dataset prefix means its latest version, found by
+the same :func:`recforge.releases.resolve_version`) and also a run's ``out/`` or any folder
+holding ``<split>.rec``/``.idx``. Exit 0: valid; 1: invalid; 2: nothing there to check.
 """
 
 from __future__ import annotations
@@ -16,16 +21,8 @@ import sys
 from recforge.format import names
 
 NOT_DATA = (names.MANIFEST, names.CLAIM)  # the publish protocol's own objects
-
-
-def _resolve(uri: str) -> str | None:
-    """The version folder URI names, or its dataset's latest complete version."""
-    from recforge import releases
-
-    if releases.read_manifest(uri) is not None:
-        return uri
-    latest = releases.resolve_latest(uri)
-    return latest["uri"] if latest else None
+WHAT = ("a published version (.../<name>/<version>), a dataset prefix (.../<name>: its latest "
+        "version) or a run's out/ prefix")
 
 
 def differences(version_uri: str) -> list[str]:
@@ -51,7 +48,9 @@ def differences(version_uri: str) -> list[str]:
 
 
 def _verify(args) -> int:
-    version = _resolve(args.uri)
+    from recforge import releases
+
+    version = releases.resolve_version(args.uri)
     if version is None:
         print(f"recforge verify: error: {args.uri} holds no manifest.json and no complete "
               "version: give a published version or a dataset prefix", file=sys.stderr)
@@ -64,7 +63,40 @@ def _verify(args) -> int:
     return 1 if problems else 0
 
 
+def _validate(args) -> int:
+    import json
+
+    from recforge import releases, storage
+    from recforge.format import validate
+
+    prefix = args.prefix
+    if not storage.is_s3(prefix) and not storage.local_path(prefix).is_dir():
+        print(f"recforge validate: error: the local folder {prefix} does not exist; give "
+              f"{WHAT}, on S3 (s3://...) or here", file=sys.stderr)
+        return 2
+    version = releases.resolve_version(prefix)
+    if version is not None and version.rstrip("/") != prefix.rstrip("/"):
+        print(f"{prefix} is a dataset prefix: validating its latest version {version}",
+              file=sys.stderr)
+    report = validate.validate_prefix(version or prefix, args.num_classes)
+    print(json.dumps(report, indent=2) if args.json else validate.format_report(report))
+    if not report["splits"] and any(f.startswith("no *.rec") for f in report["failures"]):
+        print(f"recforge validate: error: {prefix} holds no packed dataset; give {WHAT}",
+              file=sys.stderr)
+        return 2
+    return 0 if report["ok"] else 1
+
+
 def register(sub) -> None:
+    p = sub.add_parser("validate", help="structural check of a packed dataset: a version, a "
+                       "dataset's latest version or a run's out/")
+    p.add_argument("prefix", help="s3://bucket/prefix or a local folder: a published version, "
+                   "a dataset prefix (its latest version), or a run's out/ (<split>.rec/.idx)")
+    p.add_argument("--num-classes", type=int, help="labels must be in [0, N) (default: "
+                   "classes.json next to the files)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_validate)
+
     p = sub.add_parser("verify", help="re-check a published version: every file's size and "
                        "SHA-256 against its manifest, and the RecordIO structure")
     p.add_argument("uri", help="a version (s3://.../<name>/<version>) or a dataset prefix "

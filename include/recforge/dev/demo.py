@@ -3,7 +3,7 @@
 1. Uses the S3 endpoint in ``AWS_ENDPOINT_URL`` if set, else starts the local S3 server
    (moto, loopback, detached; it keeps running afterwards so the published files stay
    browsable — the command to stop it is printed).
-2. Uploads the generated sample dataset (``recforge.sampledata``) to the demo spec's source.
+2. Uploads the generated sample dataset (``recforge.dev.sampledata``) to the demo spec's source.
 3. Runs ``airflow dags test recforge__demo_classification`` with ``AIRFLOW_HOME=.airflow``
    (SQLite) and this repo's ``dags/``.
 4. Prints where the dataset was published, the counts per split and the quarantine
@@ -139,7 +139,41 @@ def run_demo(repo: Path, port: int = 9000, per_class: int = 40) -> int:
         e = json.loads(line)
         print(f"  {e['source_key']:<32} {e['reason']:<22} {e['detail']}")
     if local_server:
-        print(f"\nthe local S3 server keeps running at {endpoint} so you can browse it:")
-        print(f"  AWS_ENDPOINT_URL={endpoint} .venv/bin/recforge validate {version_uri}")
-        print(f"  stop it: .venv/bin/recforge dev-s3 stop --state-dir {state}")
+        print("\n" + next_steps(endpoint, version_uri, repo))
     return 0
+
+
+def _recforge_command() -> str:
+    """How to call ``recforge`` from here: this interpreter's script (relative to the current
+    folder when under it, as ``.venv/bin/recforge``), else ``recforge`` on the PATH."""
+    script = Path(sys.executable).with_name("recforge")
+    if not script.exists():
+        return "recforge"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
+def next_steps(endpoint: str, version_uri: str, repo: Path, recforge: str | None = None) -> str:
+    """What to run next against the local S3 server the demo leaves running: the variables a
+    fresh shell needs first (the dev server's placeholder credentials; without them every
+    command exits 2 with "no S3 credentials"), then the commands, then how to stop it."""
+    cmd = recforge or _recforge_command()
+    env = " ".join(f"{k}={v}" for k, v in {"AWS_ENDPOINT_URL": endpoint,
+                                           **s3server.DEV_CREDENTIALS}.items())
+    state = Path(repo) / ".demo"
+    stop = f"{cmd} dev-s3 stop --state-dir {state}"
+    if (Path(repo) / "Makefile").exists():
+        make = "make" if Path(repo).resolve() == Path.cwd() else f"make -C {repo}"
+        stop = f"{make} stop-demo   (or: {stop})"
+    return "\n".join([
+        f"the local S3 server keeps running at {endpoint}; to look at the dataset from "
+        "another shell,",
+        "first point it at the server (placeholder credentials: the dev server accepts any):",
+        f"  export {env}",
+        "then:",
+        f"  {cmd} validate {version_uri}",
+        f"  {cmd} verify {version_uri}",
+        f"stop the server: {stop}",
+    ])

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from recforge import storage
-from recforge.format import names, scan
+from recforge.format import names, recordio, scan
 from recforge.format.validate import SplitReport, labels_ok
 
 READ_THREADS = 8
@@ -83,7 +83,7 @@ def _check_stream(prefix: str, split: str, mask: bool, files: dict, sizes: dict,
         if cflag not in (0, 1) or rid != keys[i]:
             return (f"{rec_name}: the record at byte {offsets[i]} has cflag {cflag}, "
                     f"header id {rid}; expected key {keys[i]}")
-        if cflag == 0 and offsets[i] + 8 + ((length + 3) & ~3) != ends[i]:
+        if cflag == 0 and offsets[i] + recordio.framed_size(length) != ends[i]:
             return f"{rec_name}: the record at byte {offsets[i]} does not end at {ends[i]}"
         return None
 

@@ -22,14 +22,14 @@ MASKS_ATTEMPT = "convert_attempt.json"  # beside a shard's converted masks, like
 CLASSES = "classes.json"
 SOURCE_MANIFEST = "source_manifest.jsonl"
 SUMMARY = "summary.json"
-CHECKSUMS = "checksums.json"  # written last by merge: size + SHA-256 of every file it wrote
 BENCH = "bench.json"
 QUALITY_DIR = "quality"  # Data Docs site + quality.json
 QUALITY_RESULT = "quality.json"
 REPORT = "report.html"  # the dataset report people look at
 MANIFEST = "manifest.json"  # written last: a version exists once this does
 CHECKSUMS = "checksums.json"  # {"files": {name: {size, sha256} | {size, parts}}}: what a
-#                               stage wrote (merge's is out/checksums.json), publish checks it
+#                               stage wrote (merge's is out/checksums.json, written last by
+#                               merge: size + SHA-256 of every file it wrote); publish checks it
 CLAIM = "_claim.json"  # a version's owner (run id) while it is being published
 LATEST = "latest.json"  # next to the versions: points at the newest complete one
 CACHE_KEYS = "cache_keys.json"  # the shard-cache entries a version was built from (prune)

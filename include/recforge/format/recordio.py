@@ -84,6 +84,17 @@ def unpack_image_record(payload: bytes) -> tuple[IRHeader, bytes]:
     return IRHeader(flag, label, rid, id2), body
 
 
+def framed_size(length, splits=0):
+    """Bytes a payload of ``length`` takes in a ``.rec``: the 8-byte header, the payload
+    padded to a multiple of 4, and 4 more bytes per magic split (each drops the 4 magic bytes
+    from the data and adds an 8-byte part header; the parts before the last are aligned).
+
+    ``len(frame(p)) == framed_size(len(p), splits)`` for a payload split ``splits`` times.
+    Works on ints and elementwise on numpy arrays / pandas Series (floor division, so a
+    float or NaN length gives what ``8 + floor((length + 3) / 4) * 4`` gives)."""
+    return 8 + (length + 3) // 4 * 4 + 4 * splits
+
+
 def frame(payload: bytes) -> bytes:
     """Frame one payload as dmlc's ``RecordIOWriter::WriteRecord`` does."""
     size = len(payload)
@@ -219,7 +230,7 @@ def read_record_at(f: BinaryIO, offset: int | None = None) -> tuple[bytes, int] 
             raise RecordIOError(f"record at {start}: expected a continuation part at {here}")
         if not expect_continuation and cflag not in (0, 1):
             raise RecordIOError(f"record at {start}: stray continuation part (cflag={cflag})")
-        padded = (length + 3) & ~3
+        padded = framed_size(length) - 8
         data = f.read(padded)
         if len(data) < padded:
             raise RecordIOError(

@@ -163,7 +163,7 @@ def scan_rec(path: str | os.PathLike, offsets: np.ndarray) -> Headers | None:
         ids = id_lo.astype(np.uint64) | (id_hi.astype(np.uint64) << np.uint64(32))
         labels = label.view("<f4").copy()
         single = cflag == 0
-        ends = offsets + 8 + ((length + 3) & ~3)
+        ends = offsets + recordio.framed_size(length)
         if not (ends[single] == nexts[single]).all() or (flag[single] != 0).any() \
                 or (length[single] <= recordio.IR_SIZE).any():
             return None

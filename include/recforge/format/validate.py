@@ -1,4 +1,4 @@
-"""Stage 7, structural validation of a packed dataset (``recforge validate PREFIX``).
+"""Structural validation of a packed dataset (``recforge validate PREFIX``).
 
 MXNet itself verifies nothing (im2rec has no ``--verify``), and a ``.rec`` whose ``.idx``
 points between records crashes training hours in. Checked per split: unique ``.idx`` keys,
@@ -284,9 +284,14 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
     return rep
 
 
-def validate_local(root: Path, num_classes: int | None = None) -> dict:
-    """Validate every split found under a local folder."""
+def validate_local(root: Path, num_classes: int | None = None, shown: str | None = None) -> dict:
+    """Validate every split found under a local folder; ``shown`` names it in the failures
+    (the S3 prefix whose files were downloaded there)."""
     root = Path(root)
+    if not root.is_dir():
+        return {"ok": False, "num_classes": num_classes, "splits": {},
+                "failures": [f"{shown or root} does not exist" if not root.exists()
+                             else f"{shown or root} is a file, not a folder"]}
     classes = root / names.CLASSES
     try:
         doc = json.loads(classes.read_text(encoding="utf-8")) if classes.exists() else {}
@@ -305,7 +310,7 @@ def validate_local(root: Path, num_classes: int | None = None) -> dict:
                      if not p.stem.endswith(names.MASK_SUFFIX)})
     if not splits:
         return {"ok": False, "num_classes": num_classes,
-                "splits": {}, "failures": [f"no *.rec or *.idx files under {root}"]}
+                "splits": {}, "failures": [f"no *.rec or *.idx files under {shown or root}"]}
     reports = {s: validate_split(root, s, num_classes) for s in splits}
     for s, rep in reports.items():  # segmentation: <split>_mask.rec must match <split>.rec
         if (root / names.idx(s, mask=True)).exists() or doc.get("ignore_index") is not None:
@@ -333,7 +338,7 @@ def validate_prefix(prefix_uri: str, num_classes: int | None = None) -> dict:
         for obj in storage.list_objects(prefix_uri):
             if "/" not in obj.key and (obj.key.endswith(wanted) or obj.key == names.CLASSES):
                 storage.download(storage.join(prefix_uri, obj.key), Path(tmp) / obj.key)
-        return validate_local(Path(tmp), num_classes)
+        return validate_local(Path(tmp), num_classes, shown=prefix_uri)
 
 
 def format_report(report: dict) -> str:

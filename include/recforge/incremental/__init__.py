@@ -1,8 +1,8 @@
-"""Incremental nightly rebuilds (issue 12).
+"""Incremental nightly rebuilds.
 
 A record depends only on itself (``plan.record_key``: a 63-bit hash of its source key), the
-splits are cut into chunks and shards by content (``plan.plan_split``), packed chunks and
-shards live in a content-addressed cache in S3 (``cache``), each run knows what changed
-against the latest published version (``changes``) and names its content (``fingerprint``):
-a run whose content equals the latest version's publishes nothing.
+splits are cut into chunks and shards by content (``plan.chunk_split``, ``plan.fit_shards``),
+packed chunks and shards live in a content-addressed cache in S3 (``cache``), each run knows
+what changed against the latest published version (``changes``) and names its content
+(``fingerprint``): a run whose content equals the latest version's publishes nothing.
 """

@@ -45,10 +45,6 @@ CHUNK_INDEX = "chunks.json"  # pack's local chunk index, folded into entry.json
 WHOLE = "shard"  # a row's cache hint: its whole shard is in the cache
 
 
-class CacheCorrupt(ValueError):
-    """A cache object that does not verify: it is re-packed, never used."""
-
-
 def chunks(rows: list[dict]) -> list[list[dict]]:
     """A shard's rows → its chunks (consecutive rows of one ``chunk`` number)."""
     return [list(g) for _, g in groupby(rows, key=lambda r: r["chunk"])]

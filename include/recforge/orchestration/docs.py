@@ -48,7 +48,10 @@ def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
         ("Source", f"`{spec.source.uri}`"),
         ("Publishes to", f"`{root}/<version>/`, `latest.json` last; Asset `recforge/{spec.name}`"),
         ("Report", f"`{root}/<version>/report.html` (and in the run's staging `out/`)"),
-        ("Schedule", f"`{spec.schedule}` (UTC)" if spec.schedule else "manual runs only"),
+        ("Schedule", f"`{spec.schedule}` (UTC). Unpausing the DAG starts the latest scheduled "
+                     "run at once; a run triggered meanwhile waits *queued* until that one "
+                     "ends (one active run per DAG)" if spec.schedule else
+                     "manual runs only (trigger the DAG)"),
         ("Labels", labels),
         ("Splits", f"val {spec.splits.val_ratio}, test {spec.splits.test_ratio}, "
                    f"seed {spec.splits.seed} (by a hash of the source key)"),

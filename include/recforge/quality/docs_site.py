@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from recforge.quality.verdict import FAILED, PASSED, WARNING
+from recforge.quality.verdict import verdict as verdict_sentence
+
 log = logging.getLogger(__name__)
 
 TABLE_LEVEL = "Table-Level Expectations"  # GX's section for expectations without a column
@@ -454,12 +457,8 @@ def _index_html(root: Path, checks: dict, pages: list[dict], dataset: str | None
                                            if e.get("status") == "failed"])
     warned = (result or {}).get("warned", [n for n, e in checks.items()
                                            if e.get("status") == "warning"])
-    if failed:
-        verdict = ("failed", "quality gate FAILED: " + ", ".join(failed))
-    elif warned:
-        verdict = ("warning", "quality gate passed with warnings: " + ", ".join(warned))
-    else:
-        verdict = ("passed", "quality gate passed")
+    status = FAILED if failed else WARNING if warned else PASSED
+    verdict = (status, verdict_sentence(status, failed or warned))
     title = f"Quality checklist: {dataset or 'dataset'} · run {run_name or '?'}"
     vrows = []
     for p in sorted(pages, key=lambda p: (p["suite"], p["time"])):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from recforge.format import recordio
 from recforge.quality.inputs import (
     VERIFY_COLUMNS,
     GateInputs,
@@ -41,6 +42,24 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     """The tables the suites check, with the cross-row facts computed as columns.
 
     ``inputs.records`` given as a frame gets the fact columns added in place (no copy)."""
+    rec = _records(inputs)
+    _offset_facts(rec, inputs)
+    _label_facts(rec, inputs, quality, task)
+    _content_facts(rec, quality)
+    _mask_facts(rec, task)
+    nested = _nested_columns(rec)
+    frames = {"splits": _splits_frame(inputs, rec),
+              "sources": _sources_frame(inputs, rec),
+              "classes": _classes_frame(inputs, rec, quality, task)}
+    for col in [*nested, "phash_u64", "phash_ok"]:  # in place: a drop() would copy the frame
+        if col in rec.columns:
+            del rec[col]
+    return {"records": rec, **frames}
+
+
+def _records(inputs: GateInputs) -> pd.DataFrame:
+    """The record manifest as a frame with every column the suites read (absent ones
+    filled with their missing value), identities compacted as ``inputs`` loads them."""
     import numpy as np
     import pandas as pd
 
@@ -61,13 +80,21 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
         if col not in rec.columns:
             rec[col] = None
     rec["record"] = rec["split"].astype(str) + "/" + rec["key"].astype(str)
+    return rec
+
+
+def _offset_facts(rec: pd.DataFrame, inputs: GateInputs) -> None:
+    """Item 2's facts: each record's gap to the end of the previous one in its split, and
+    its offset in the ``.idx`` (a column each, so GX checks them row by row)."""
+    import numpy as np
+    import pandas as pd
 
     # item 2: offsets strictly increasing, each record starting after the previous one ends
     by_split = rec.groupby("split", sort=False, observed=True)
     prev_length = pd.to_numeric(by_split["length"].shift(1), errors="coerce")
     # the previous record's framed size: 8 header bytes + the payload padded to 4
-    prev_end = pd.to_numeric(by_split["offset"].shift(1), errors="coerce") + 8 + \
-        np.floor((prev_length + 3) / 4) * 4
+    prev_end = pd.to_numeric(by_split["offset"].shift(1), errors="coerce") + \
+        recordio.framed_size(prev_length)
     rec["offset_gap"] = rec["offset"] - prev_end.fillna(0)
     if inputs.idx is not None:
         rec["idx_offset"] = np.nan
@@ -81,6 +108,14 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
             lookup = pd.Series(idx_offsets.astype(float), index=idx_keys)
             lookup = lookup[~lookup.index.duplicated()]  # the first entry of a key counts
             rec.loc[here, "idx_offset"] = lookup.reindex(keys[here].to_numpy()).to_numpy()
+
+
+def _label_facts(rec: pd.DataFrame, inputs: GateInputs, quality: QualitySpec,
+                 task: str) -> None:
+    """Item 3's facts: integer labels, the class name a label should have, and whether a
+    mask holds only known classes (or the ignore label)."""
+    import numpy as np
+    import pandas as pd
 
     # item 3
     num_classes = (inputs.classes or {}).get("num_classes")
@@ -99,6 +134,14 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
             lambda vs: None if vs is None or (isinstance(vs, float) and math.isnan(vs))
             else set(int(v) for v in vs) <= allowed)
 
+
+def _content_facts(rec: pd.DataFrame, quality: QualitySpec) -> None:
+    """Items 4 and 12: the short side, and in how many splits one source object or one
+    content (SHA-256) appears — a leak across splits shows as a count above 1 — plus near
+    duplicates when that check is on."""
+    import numpy as np
+    import pandas as pd
+
     # item 4
     rec["short_side"] = rec[["height", "width"]].min(axis=1)
 
@@ -112,6 +155,11 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     if "phash_ok" in rec.columns and quality.severity_of("near_duplicates") != "off":
         _near_duplicates(rec, quality.near_duplicate_hamming)
 
+
+def _mask_facts(rec: pd.DataFrame, task: str) -> None:
+    """Item 13: each image's mask record is there and has the image's size."""
+    import numpy as np
+
     # item 13
     if task == "segmentation" or "mask_record_key" in rec.columns:
         for col in ("mask_record_key", "mask_height", "mask_width"):
@@ -121,17 +169,27 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
                    & (rec["mask_width"] == rec["width"])).astype(object)
         size_ok[rec["mask_record_key"].isna()] = None  # a missing mask is reported once, as missing
         rec["mask_size_ok"] = size_ok
-    # list/dict columns (mask_values, class_pixels) are summarised above; GX fingerprints
-    # frames by hashing cells, which lists and dicts do not support
-    nested = [c for c in rec.columns if rec[c].dtype == object and c not in SCALAR_COLUMNS
-              and rec[c].map(lambda v: isinstance(v, list | dict)).any()]
-    frames = {}
+
+
+def _nested_columns(rec: pd.DataFrame) -> list[str]:
+    """The list/dict columns, dropped before GX sees the frame: they are summarised as
+    facts above (mask_values, class_pixels), and GX fingerprints frames by hashing cells,
+    which lists and dicts do not support."""
+    return [c for c in rec.columns if rec[c].dtype == object and c not in SCALAR_COLUMNS
+            and rec[c].map(lambda v: isinstance(v, list | dict)).any()]
+
+
+def _splits_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
+    """Item 2's per-split counts, one row a split: the manifest's, the ``.idx``'s and
+    ``summary.json``'s, which must agree."""
+    import numpy as np
+    import pandas as pd
 
     # item 2: counts agree between the manifest, the .idx files and summary.json
     per_split = rec.groupby("split", observed=True).size()
     split_names = sorted(set(per_split.index) | set((inputs.idx or {}).keys())
                          | set(((inputs.summary or {}).get("splits") or {}).keys()))
-    frames["splits"] = pd.DataFrame([{
+    return pd.DataFrame([{
         "split": s,
         "manifest_records": int(per_split.get(s, 0)),
         "idx_entries": len(_idx_columns((inputs.idx or {}).get(s, []))[0])
@@ -141,13 +199,6 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     } for s in split_names], columns=["split", "manifest_records", "idx_entries",
                                       "summary_records"]).astype(
         {"manifest_records": float, "idx_entries": float, "summary_records": float})
-
-    frames["sources"] = _sources_frame(inputs, rec)
-    frames["classes"] = _classes_frame(inputs, rec, quality, task)
-    for col in [*nested, "phash_u64", "phash_ok"]:  # in place: a drop() would copy the frame
-        if col in rec.columns:
-            del rec[col]
-    return {"records": rec, **frames}
 
 
 def _idx_columns(entries):

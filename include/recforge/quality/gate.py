@@ -19,7 +19,7 @@ from recforge import storage
 from recforge.errors import RecforgeFailure, ValidationFailed
 from recforge.format import names
 from recforge.quality.frames import build_frames
-from recforge.quality.gx import _finish, _summarise, _validate
+from recforge.quality.gx import finish_result, summarise_checks, validate_plans
 from recforge.quality.inputs import GateInputs, load_inputs, verify_records
 from recforge.quality.report import upload_data_docs
 from recforge.quality.suites import loader_frames, plan_expectations, plan_loader_expectations
@@ -52,7 +52,7 @@ def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
                loader_results: dict | None = None, dataset: str | None = None,
                run_name: str = "adhoc") -> dict:
     """Run every applicable suite on in-memory inputs; build Data Docs into ``docs_dir``."""
-    quality = _as_quality(quality)
+    quality = as_quality(quality)
     frames = build_frames(inputs, quality, task)
     num_classes = (inputs.classes or {}).get("num_classes")
     plans, not_run = plan_expectations(frames, quality, pack, task, num_classes)
@@ -65,9 +65,9 @@ def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
         for name in LOADER_CHECKS:
             not_run[name] = "no loader benchmark results (bench.json) given"
     docs_dir = Path(docs_dir)
-    results = _validate(frames, plans, docs_dir, run_name)
-    checks = _summarise(frames, plans, results, not_run, quality, num_classes)
-    out = _finish(checks, docs_dir, dataset, run_name, results)
+    results = validate_plans(frames, plans, docs_dir, run_name)
+    checks = summarise_checks(frames, plans, results, not_run, quality, num_classes)
+    out = finish_result(checks, docs_dir, dataset, run_name, results)
     log.info("quality gate %s: %s; failed %s, warned %s", run_name,
              "passed" if out["ok"] else "FAILED", out["failed"], out["warned"])
     return out
@@ -77,17 +77,18 @@ def run_loader_checks(results: dict, quality: QualitySpec | dict | None = None, 
                       docs_dir: str | Path, dataset: str | None = None,
                       run_name: str = "adhoc") -> dict:
     """Items 6-10 alone, on the loader benchmark's results dict (see :func:`loader_frames`)."""
-    quality = _as_quality(quality)
+    quality = as_quality(quality)
     frames = loader_frames(results)
     plans, not_run = plan_loader_expectations(frames, quality)
     docs_dir = Path(docs_dir)
-    gx_results = _validate(frames, plans, docs_dir, run_name)
+    gx_results = validate_plans(frames, plans, docs_dir, run_name)
     skip = [c.name for c in CHECKS if c.name not in LOADER_CHECKS]
-    checks = _summarise(frames, plans, gx_results, not_run, quality, None, skip=skip)
-    return _finish(checks, docs_dir, dataset, run_name, gx_results)
+    checks = summarise_checks(frames, plans, gx_results, not_run, quality, None, skip=skip)
+    return finish_result(checks, docs_dir, dataset, run_name, gx_results)
 
 
-def _as_quality(quality) -> QualitySpec:
+def as_quality(quality) -> QualitySpec:
+    """The spec's quality section as a ``QualitySpec`` (None: the defaults; a dict: parsed)."""
     if quality is None:
         return QualitySpec()
     if isinstance(quality, QualitySpec):
@@ -111,7 +112,7 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
     inputs, a bug) raises :class:`GateError`, which is not retried; a transient storage
     error propagates as it is, so the task is retried.
     """
-    quality = _as_quality(quality)
+    quality = as_quality(quality)
     try:
         inputs = load_inputs(prefix, source_manifest)
         rec = inputs.records  # one compact frame (recforge.quality.inputs.read_records)

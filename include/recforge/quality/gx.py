@@ -23,7 +23,7 @@ from recforge.spec.quality import CHECKS, QualitySpec
 if TYPE_CHECKING:
     import pandas as pd
 
-    from recforge.quality.suites import _Planned
+    from recforge.quality.suites import Planned
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,8 @@ def _clear_site(docs_dir: Path) -> None:
     (docs_dir / "index.html").unlink(missing_ok=True)
 
 
-def _validate(frames: dict[str, pd.DataFrame], plans: list[_Planned], docs_dir: Path,
-              run_name: str) -> dict[str, Any]:
+def validate_plans(frames: dict[str, pd.DataFrame], plans: list[Planned], docs_dir: Path,
+                   run_name: str) -> dict[str, Any]:
     """Run one suite per frame with GX; build Data Docs; return frame → validation result."""
     import datetime
 
@@ -98,7 +98,7 @@ def _validate(frames: dict[str, pd.DataFrame], plans: list[_Planned], docs_dir: 
     return results
 
 
-def _checked_columns(df: pd.DataFrame, plans: list[_Planned]) -> pd.DataFrame:
+def _checked_columns(df: pd.DataFrame, plans: list[Planned]) -> pd.DataFrame:
     """Only the columns the frame's expectations read (and its row id): GX copies the frame
     it validates per metric and scans its columns per unexpected row, so at ImageNet size
     every column it does not check costs time and memory."""
@@ -276,7 +276,8 @@ def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
     return [s[:MAX_TEXT] for s in out]
 
 
-def _summarise(frames, plans, results, not_run, quality, num_classes, skip=()) -> dict:
+def summarise_checks(frames, plans, results, not_run, quality, num_classes, skip=()) -> dict:
+    """Check name → status, observed value and evidence, from the GX validation results."""
     checks: dict[str, dict] = {}
     by_check: dict[str, list] = {}
     for p in plans:
@@ -329,8 +330,8 @@ def _suite_pages(results: dict[str, Any]) -> list[SuitePage]:
     return pages
 
 
-def _finish(checks: dict, docs_dir: Path, dataset: str | None, run_name: str,
-            results: dict[str, Any] | None = None) -> dict:
+def finish_result(checks: dict, docs_dir: Path, dataset: str | None, run_name: str,
+                  results: dict[str, Any] | None = None) -> dict:
     """The result dict; with ``results`` (frame → GX validation result) also finish the Data
     Docs site: offline, a static index, warn-only suites shown as warnings
     (:func:`recforge.quality.docs_site.finish_site`)."""

@@ -223,11 +223,6 @@ def phash_columns(hexes: pd.Series):
 VERIFY_COLUMNS = ("rec_status", "rec_id_ok", "rec_label_ok", "rec_shape_ok")
 
 
-def _framed_size(length: int) -> int:
-    """Bytes a payload of ``length`` takes in a .rec without magic splits (header + padding)."""
-    return 8 + ((length + 3) & ~3)
-
-
 def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int | None,
                    threads: int = 8) -> pd.DataFrame:
     """Re-read a deterministic sample of records from the ``.rec`` at their manifest offsets.
@@ -260,7 +255,7 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             end = ends[i]
             # the next record's offset bounds this one; the last gets slack for magic splits
             span = (int(end) - start) if end is not None and end > start else (
-                _framed_size(length) + 4 * (length // 4 + 1))
+                recordio.framed_size(length, splits=length // 4 + 1))
             jobs.append((row.name, uri, start, max(span, 8)))
 
     def fetched(members: list[int], got) -> list:

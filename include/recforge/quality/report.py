@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from recforge import storage
+from recforge.quality.verdict import FAILED, NOT_RUN, OFF, PASSED, WARNING, gate_verdict
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def upload_data_docs(docs_dir: str | Path, dest_uri: str, threads: int = 8) -> s
     return index
 
 
-STATUS_MARK = {"passed": "ok", "failed": "FAIL", "warning": "warn", "not run": "-", "off": "off"}
+STATUS_MARK = {PASSED: "ok", FAILED: "FAIL", WARNING: "warn", NOT_RUN: "-", OFF: "off"}
 
 
 def format_table(result: dict) -> str:
@@ -51,18 +52,16 @@ def format_table(result: dict) -> str:
     for name, e in result["checks"].items():
         lines.append(f"{e['item']:<5} {name:<18} {e['severity']:<8} "
                      f"{STATUS_MARK.get(e['status'], e['status']):<8} {e['observed']}")
-        if e["status"] in ("failed", "warning"):
+        if e["status"] in (FAILED, WARNING):
             lines.extend(f"{'':<42}- {ev}" for ev in e.get("evidence", []))
     lines.append(f"Data Docs: {result.get('data_docs')}")
-    lines.append("quality gate passed" + (f" with warnings: {', '.join(result['warned'])}"
-                                          if result["warned"] else "")
-                 if result["ok"] else f"quality gate FAILED: {', '.join(result['failed'])}")
+    lines.append(gate_verdict(result))
     return "\n".join(lines)
 
 
 def iter_failed(result: dict) -> Iterable[tuple[str, dict]]:
     """(name, check) for failed and warned checks, failures first (for alerts)."""
-    for status in ("failed", "warning"):
+    for status in (FAILED, WARNING):
         for name, e in result.get("checks", {}).items():
             if e.get("status") == status:
                 yield name, e

@@ -20,14 +20,16 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class _Planned:
+class Planned:
+    """One planned expectation: the frame it runs on and the checklist item it counts for."""
+
     frame: str
     check: str
     what: str  # one line for the evidence, e.g. "label in [0, 14)"
     expectation: Any
 
 
-def _adder(plans: list[_Planned], quality: QualitySpec):
+def _adder(plans: list[Planned], quality: QualitySpec):
     """``add(frame, check, what, ExpectationClass, **kwargs)``: one tagged expectation."""
 
     def add(frame: str, check: str, what: str, exp_cls, **kw) -> None:
@@ -35,7 +37,7 @@ def _adder(plans: list[_Planned], quality: QualitySpec):
         if sev == "off":
             return
         c = CHECK_BY_NAME[check]
-        plans.append(_Planned(frame, check, what, exp_cls(
+        plans.append(Planned(frame, check, what, exp_cls(
             **kw, severity="critical" if sev == "fail" else "warning",
             meta={"check": check, "item": c.item, "severity": sev, "what": what},
             notes=f"Checklist item {c.item} ({check}): {c.title}. {what}.")))
@@ -53,12 +55,12 @@ def _pack_value(pack, name: str, default):
 
 def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pack=None,
                       task: str = "classification", num_classes: int | None = None
-                      ) -> tuple[list[_Planned], dict[str, str]]:
+                      ) -> tuple[list[Planned], dict[str, str]]:
     """The expectations per check (only those whose inputs exist) and why others are not run."""
     import great_expectations.expectations as gxe
 
     rec = frames["records"]
-    plans: list[_Planned] = []
+    plans: list[Planned] = []
     not_run: dict[str, str] = {}
 
     add = _adder(plans, quality)
@@ -251,11 +253,11 @@ def _num(v) -> float:
 
 
 def plan_loader_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec
-                             ) -> tuple[list[_Planned], dict[str, str]]:
+                             ) -> tuple[list[Planned], dict[str, str]]:
     import great_expectations.expectations as gxe
 
     lq = quality.loader
-    plans: list[_Planned] = []
+    plans: list[Planned] = []
     not_run: dict[str, str] = {}
 
     add = _adder(plans, quality)

@@ -45,10 +45,18 @@ def grouped_bars(title: str, categories: list[str], series: dict[str, list[float
     return "".join(out)
 
 
+def _y_axis_label(text: str, x: float, top: float, plot_h: float) -> str:
+    """A y-axis label written upwards along the axis, clear of the title above the plot."""
+    y = top + plot_h / 2
+    return (f'<text x="{x:.1f}" y="{y:.1f}" class="l" text-anchor="middle" '
+            f'transform="rotate(-90 {x:.1f} {y:.1f})">{escape(text)}</text>')
+
+
 def histogram(title: str, values: list[float], bins: int = 20, unit: str = "",
-              width: int = 420, height: int = 220) -> str:
-    """A vertical histogram of ``values`` over equal-width bins."""
-    left, bottom, top = 44, 36, 28
+              width: int = 420, height: int = 230, y_label: str = "images",
+              x_label: str = "") -> str:
+    """A vertical histogram of ``values`` over equal-width bins, its axes labelled."""
+    left, bottom, top, right = 58, 44, 30, 10
     if not values:
         return f'<p class="muted">{escape(title)}: no data</p>'
     lo, hi = min(values), max(values)
@@ -58,34 +66,43 @@ def histogram(title: str, values: list[float], bins: int = 20, unit: str = "",
     for v in values:
         counts[min(int((v - lo) / (hi - lo) * bins), bins - 1)] += 1
     peak = max(counts)
-    bw = (width - left - 10) / bins
+    bw = (width - left - right) / bins
     plot_h = height - top - bottom
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
            f'<text x="0" y="16" class="t">{escape(title)}</text>',
-           f'<text x="{left - 4}" y="{top + 8}" class="v" text-anchor="end">{peak}</text>']
+           f'<line x1="{left - 2}" y1="{top}" x2="{left - 2}" y2="{top + plot_h}" class="ax"/>'
+           f'<line x1="{left - 2}" y1="{top + plot_h}" x2="{width - right}" '
+           f'y2="{top + plot_h}" class="ax"/>',
+           f'<text x="{left - 6}" y="{top + 4}" class="v" text-anchor="end">{peak}</text>'
+           f'<text x="{left - 6}" y="{top + plot_h}" class="v" text-anchor="end">0</text>',
+           _y_axis_label(y_label, 14, top, plot_h)]
     for i, c in enumerate(counts):
         h = c / peak * plot_h
         x0 = lo + (hi - lo) * i / bins
         x1 = lo + (hi - lo) * (i + 1) / bins
         out.append(f'<rect x="{left + i * bw:.1f}" y="{top + plot_h - h:.1f}" '
                    f'width="{max(bw - 1, 1):.1f}" height="{h:.1f}" fill="{PALETTE[0]}">'
-                   f'<title>{_fmt(x0)}–{_fmt(x1)}{unit}: {c}</title></rect>')
-    out.append(f'<text x="{left}" y="{height - 14}" class="v">{_fmt(lo)}{unit}</text>'
-               f'<text x="{width - 10}" y="{height - 14}" class="v" text-anchor="end">'
-               f'{_fmt(hi)}{unit}</text></svg>')
+                   f'<title>{_fmt(x0)}–{_fmt(x1)}{unit}: {c} {escape(y_label)}</title></rect>')
+    out.append(f'<text x="{left}" y="{top + plot_h + 14}" class="v">{_fmt(lo)}{unit}</text>'
+               f'<text x="{width - right}" y="{top + plot_h + 14}" class="v" '
+               f'text-anchor="end">{_fmt(hi)}{unit}</text>'
+               f'<text x="{left + (width - left - right) / 2:.1f}" y="{height - 6}" class="l" '
+               f'text-anchor="middle">{escape(x_label or title)}</text></svg>')
     return "".join(out)
 
 
 def line(title: str, points: list[tuple[float, float]], x_label: str, y_label: str,
-         width: int = 420, height: int = 220) -> str:
-    """A line with its points marked (e.g. loader img/s against threads)."""
+         width: int = 580, height: int = 240,
+         refs: list[tuple[str, float]] = ()) -> str:
+    """A line with its points marked (e.g. loader img/s against threads), both axes
+    labelled; ``refs``: dashed horizontal reference lines (name, y), e.g. a floor."""
     if not points:
         return f'<p class="muted">{escape(title)}: no data</p>'
-    left, bottom, top, right = 52, 40, 28, 16
+    left, bottom, top, right = 64, 44, 30, 16 + (140 if refs else 0)  # refs: named outside
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-    y1 = max(ys) or 1
+    y1 = max(ys + [y for _, y in refs]) * 1.08 or 1
     pw, ph = width - left - right, height - top - bottom
 
     def px(x, y):
@@ -95,16 +112,25 @@ def line(title: str, points: list[tuple[float, float]], x_label: str, y_label: s
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
            f'<text x="0" y="16" class="t">{escape(title)}</text>',
-           f'<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="2" points="'
-           + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>']
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" class="ax"/>'
+           f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" class="ax"/>'
+           f'<text x="{left - 4}" y="{top + ph}" class="v" text-anchor="end">0</text>',
+           _y_axis_label(y_label, 14, top, ph)]
+    for i, (name, y) in enumerate(refs):
+        ry = top + ph - y / y1 * ph
+        out.append(f'<line x1="{left}" y1="{ry:.1f}" x2="{left + pw}" y2="{ry:.1f}" '
+                   f'stroke="{PALETTE[3 + i % 3]}" stroke-dasharray="5 4"/>'
+                   f'<text x="{left + pw + 6}" y="{ry + 3:.1f}" class="v">'
+                   f'{escape(name)} {_fmt(y)}</text>')
+    out.append(f'<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="2" points="'
+               + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
     for (x, y), (cx, cy) in zip(points, coords, strict=True):
         out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{PALETTE[1]}">'
                    f'<title>{_fmt(x)} → {_fmt(y)}</title></circle>'
                    f'<text x="{cx:.1f}" y="{cy - 8:.1f}" class="v" text-anchor="middle">'
                    f'{_fmt(y)}</text>'
-                   f'<text x="{cx:.1f}" y="{top + ph + 16}" class="v" text-anchor="middle">'
+                   f'<text x="{cx:.1f}" y="{top + ph + 14}" class="v" text-anchor="middle">'
                    f'{_fmt(x)}</text>')
     out.append(f'<text x="{left + pw / 2}" y="{height - 6}" class="l" text-anchor="middle">'
-               f'{escape(x_label)}</text><text x="4" y="{top - 6}" class="l">'
-               f'{escape(y_label)}</text></svg>')
+               f'{escape(x_label)}</text></svg>')
     return "".join(out)

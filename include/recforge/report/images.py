@@ -14,16 +14,13 @@ THUMB_PX = 112  # longest side of a thumbnail
 JPEG_QUALITY = 72
 
 
-def _framed_guess(length: int) -> int:
-    """Bytes to fetch for a payload of ``length``: header + padding, plus room for a few
-    magic-number splits (each adds 4 bytes); a rarer record is re-read whole."""
-    return 8 + ((length + 3) & ~3) + 64
+GUESSED_SPLITS = 16  # magic splits a first read of a record has room for; rarer: re-read
 
 
 def span_of(offset: int, length: int, next_offset: int | None = None) -> int:
     """Bytes to read for the record at ``offset``: up to the next record, else a guess."""
     return (next_offset - offset) if next_offset and next_offset > offset \
-        else _framed_guess(length)
+        else recordio.framed_size(length, splits=GUESSED_SPLITS)
 
 
 def payload_of(framed: bytes) -> bytes | None:

@@ -94,8 +94,9 @@ def load(prefix: str) -> ReportInputs:
     present = {o.key for o in storage.list_objects(prefix)}
     if names.RECORDS not in present:
         raise FileNotFoundError(
-            f"{storage.join(prefix, names.RECORDS)} does not exist: a report needs a packed "
-            "dataset; point at a published version or a run's out/ prefix")
+            f"{prefix} holds no {names.RECORDS}, so it is no packed dataset: give a "
+            "published version (.../<name>/<version>), a dataset prefix (.../<name>: its "
+            "latest version) or a run's out/ prefix")
     quality_result = storage.join(names.QUALITY_DIR, names.QUALITY_RESULT)
     records = read_records(prefix)
     return ReportInputs(

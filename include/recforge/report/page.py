@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import random
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -14,6 +14,8 @@ import numpy as np
 
 from recforge import storage
 from recforge.format import names
+from recforge.quality.verdict import gate_status, gate_verdict
+from recforge.report.advice import explain, severity_words
 from recforge.report.charts import grouped_bars, histogram, line
 from recforge.report.diff import SHOWN, diff_records
 from recforge.report.images import (
@@ -25,7 +27,7 @@ from recforge.report.images import (
     read_payload,
     span_of,
 )
-from recforge.report.inputs import ReportInputs, load, read_contents
+from recforge.report.inputs import Record, ReportInputs, load, read_contents
 from recforge.spec.quality import CHECKS
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,13 @@ STATUS_CLASS = {"passed": "pass", "warning": "warn", "failed": "fail", "not run"
 SECTIONS = (("summary", "Summary"), ("checklist", "Checklist"), ("charts", "Charts"),
             ("samples", "Samples"), ("masks", "Masks"), ("near-duplicates", "Near-duplicates"),
             ("quarantine", "Quarantine"), ("diff", "Changes"))
+SEGMENTATION_ONLY = {"masks"}
+
+
+def sections_for(segmentation: bool) -> tuple[tuple[str, str], ...]:
+    """The sections a dataset's report has: ``Masks`` only for segmentation."""
+    return tuple((sid, label) for sid, label in SECTIONS
+                 if segmentation or sid not in SEGMENTATION_ONLY)
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1d2329;
@@ -61,25 +70,31 @@ width:100%}td,th{border-bottom:1px solid #e5e7eb;padding:4px 8px;text-align:left
 vertical-align:top}th{background:#f3f4f6}.num{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#166534;font-weight:600}.warn{color:#b45309;font-weight:600}.fail{color:#b91c1c;
 font-weight:700}.skip{color:#6b7280}.muted{color:#6b7280}.kv td:first-child{width:210px;
-color:#4b5563}.sheet{display:flex;flex-wrap:wrap;gap:8px}.cls{border:1px solid #e5e7eb;
-border-radius:4px;padding:6px;width:480px}.cls h3{font-size:13px;margin:0 0 4px}
-figure{margin:0;display:inline-block;text-align:center;font-size:11px;color:#4b5563}
-figure img{display:block;max-width:112px;max-height:112px;margin:auto}.pair{display:inline-flex;
-gap:6px;border:1px solid #e5e7eb;padding:6px;margin:4px;border-radius:4px;align-items:center}
+color:#4b5563}.sheet{display:grid;grid-template-columns:repeat(auto-fill,minmax(148px,1fr));
+gap:10px}.sheet.classes{grid-template-columns:repeat(auto-fill,minmax(420px,1fr))}
+.cls{border:1px solid #e5e7eb;border-radius:4px;padding:6px;min-width:0}.cls h3{font-size:13px;
+margin:0 0 4px}.figs{display:grid;grid-template-columns:repeat(4,minmax(0,1fr));gap:6px}
+figure{margin:0;min-width:0;text-align:center;font-size:11px;color:#4b5563}
+figure .img{height:112px;display:flex;align-items:center;justify-content:center}
+figure img{display:block;max-width:100%;max-height:112px}figure.big .img{height:224px}
+figure.big img{max-height:224px}figcaption{margin-top:2px;line-height:1.3;
+overflow-wrap:anywhere;display:-webkit-box;-webkit-line-clamp:3;-webkit-box-orient:vertical;
+overflow:hidden}figure .at{position:relative;display:inline-block;max-width:100%}
+.badge{position:absolute;top:0;left:0;font-size:10px;background:#1d3557cc;color:#fff;
+padding:0 4px;border-radius:0 0 4px 0}
+.pair{display:inline-grid;grid-template-columns:150px 150px;gap:6px;border:1px solid #e5e7eb;
+padding:6px;margin:4px;border-radius:4px;vertical-align:top}.pair p{grid-column:1/3;margin:0;
+font-size:12px;overflow-wrap:anywhere}
+pre{background:#f3f4f6;padding:8px 10px;border-radius:4px;overflow-x:auto;font-size:12px;
+margin:4px 0}.kv{table-layout:fixed}.kv td{overflow-wrap:anywhere}.nw{white-space:nowrap}
+.banner{background:#fef2f2;border:1px solid #fecaca;color:#7f1d1d;
+margin:16px 24px 0;padding:10px 16px;border-radius:6px}.advice{display:block;color:#374151;
+margin-top:2px}svg .ax{stroke:#9ca3af;stroke-width:1}h3.sub{font-size:14px;margin:14px 0 6px}
 .legend span{display:inline-block;margin:2px 8px 2px 0}.legend i{display:inline-block;width:12px;
 height:12px;margin-right:4px;vertical-align:middle;border:1px solid #0003}
 .charts{display:flex;flex-wrap:wrap;gap:16px}svg .t{font-weight:600;font-size:13px}
 svg .l{font-size:11px;fill:#374151}svg .v{font-size:10px;fill:#6b7280}code{font-size:12px}
 """
-
-
-def _content_id(records: list[dict]) -> str:
-    """A hash of the ordered record manifest: equal for two builds of the same content."""
-    h = hashlib.sha256()
-    for r in sorted(records, key=lambda r: (r.get("split", ""), r["key"])):
-        h.update(f"{r.get('split')}\t{r['key']}\t{r.get('label')}\t"
-                 f"{r.get('content')}\n".encode())
-    return h.hexdigest()[:16]
 
 
 class _Records:
@@ -151,9 +166,17 @@ class _Records:
             return None
 
 
-def _figure(uri: str | None, caption: str) -> str:
-    img = f'<img src="{uri}" alt="{escape(caption)}">' if uri else '<span class="muted">—</span>'
-    return f"<figure>{img}<figcaption>{escape(caption)}</figcaption></figure>"
+def _figure(uri: str | None, r, *, big: bool = False, split: bool = False) -> str:
+    """A thumbnail captioned with its source file (``class/…/name.jpg``); the record's
+    split and key show on hover. ``split``: also name the split in the caption."""
+    name = r.get("source_key") or f"record {r.get('key')}"
+    tip = f"{name}\nrecord {r.get('split')}/{r.get('key')}"
+    img = f'<img src="{uri}" alt="{escape(name)}">' if uri else '<span class="muted">—</span>'
+    badge = f'<span class="badge">{escape(str(r.get("split")))}</span>' if split else ""
+    shown = escape(name).replace("/", "/<wbr>")  # wrap at the folders first
+    return (f'<figure{" class=big" if big else ""} title="{escape(tip)}"><div class="img">'
+            f'<span class="at">{img}{badge}</span></div><figcaption>{shown}</figcaption>'
+            "</figure>")
 
 
 def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset()) -> str:
@@ -165,21 +188,94 @@ def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset()) 
 
 # ---- sections -----------------------------------------------------------------------------
 
-def _summary(inp: ReportInputs) -> str:
+@dataclass(frozen=True)
+class Where:
+    """Where the dataset the report describes lives: ``uri`` is the published version (the
+    one the run publishes to, for a report built before publish) unless ``published`` is
+    false; then it is the staging prefix, and ``blocked`` names the failed checks (if any)
+    that kept it there."""
+
+    uri: str
+    published: bool
+    blocked: tuple[str, ...] = ()
+
+    @property
+    def latest(self) -> str | None:
+        """``latest.json`` of the dataset (it sits next to its versions)."""
+        if not self.published:
+            return None
+        root = self.uri.rstrip("/").rsplit("/", 1)[0]
+        return storage.join(root, names.LATEST)
+
+
+def where_of(inp: ReportInputs, about: dict | None, from_version: bool) -> Where:
+    about = about or {}
+    if about.get("blocked"):
+        return Where(inp.prefix, False, tuple(about["blocked"]))
+    if from_version:
+        return Where(inp.prefix, True)
+    if about.get("uri"):
+        return Where(about["uri"], True)
+    return Where(inp.prefix, False)
+
+
+def _load_snippet(inp: ReportInputs, where: Where) -> str:
+    """How to read the version with MXNet: the split's .rec/.idx and the benchmark's
+    recommended settings."""
+    split = "train" if "train" in inp.splits or not inp.splits else inp.splits[0]
+    rec, idx = names.rec(split), names.idx(split)
+    opts = (inp.bench or {}).get("options") or {}
+    rec_ = (inp.bench or {}).get("recommendation") or {}
+    shape = tuple(opts.get("data_shape") or (3, 224, 224))
+    batch = rec_.get("batch_size") or opts.get("batch_size") or 32
+    if storage.is_s3(where.uri):
+        fetch = (f"# MXNet reads local files: copy the split first\n"
+                 f"aws s3 cp {storage.join(where.uri, rec)} .\n"
+                 f"aws s3 cp {storage.join(where.uri, idx)} .\n\n")
+        path_rec, path_idx = rec, idx
+    else:
+        fetch, path_rec, path_idx = "", storage.join(where.uri, rec), storage.join(where.uri, idx)
+    if inp.segmentation:
+        code = (f"{fetch}# and {names.rec(split, mask=True)} / {names.idx(split, mask=True)} "
+                "next to them\n"
+                "from recforge.segmentation.dataset import SegmentationRecordDataset\n"
+                f'ds = SegmentationRecordDataset("{path_rec}")  # (image, mask) pairs')
+    else:
+        threads = rec_.get("preprocess_threads")
+        code = (f"{fetch}import mxnet as mx\n"
+                f"{split} = mx.io.ImageRecordIter(\n"
+                f'    path_imgrec="{path_rec}", path_imgidx="{path_idx}",\n'
+                f"    data_shape={shape}, batch_size={batch}, shuffle=True"
+                + (f", preprocess_threads={threads}" if threads else "") + ")")
+    return f"<pre><code>{escape(code)}</code></pre>"
+
+
+def _summary(inp: ReportInputs, where: Where) -> str:
     m = inp.manifest or {}
     spec = m.get("spec") or {}
     s = inp.summary
     sizes = [(r["width"], r["height"]) for r in inp.records if "width" in r]
     per_split = Counter(r.get("split") for r in inp.records)
+    version = m.get("version")
+    if where.blocked:
+        version_row = f"{version or '—'}: NOT published (the quality gate failed)"
+        location = (f"staging: {where.uri} — the quality gate failed "
+                    f"({', '.join(where.blocked)}), so no version was published; this report "
+                    "and the dataset stay in the run's staging prefix")
+    elif where.published:
+        version_row, location = version or "—", where.uri
+    else:
+        version_row = version or "not published"
+        location = f"{where.uri} (not a published version)"
     rows = [
         ("dataset", m.get("dataset") or (inp.quality or {}).get("dataset") or "—"),
-        ("version", m.get("version") or "not published (staging)"),
-        ("content id", _content_id(inp.records)),
+        ("version", version_row),
+        ("content id", m.get("content_id") or "—"),  # the run's (stages.split), not ours
         ("run", m.get("run_id") or (inp.quality or {}).get("run") or "—"),
         ("built", m.get("published_at") or (inp.bench or {}).get("created_at") or "—"),
         ("task", m.get("task") or ("segmentation" if inp.segmentation else "classification")),
         ("source", (spec.get("source") or {}).get("uri", "—")),
-        ("location", inp.prefix),
+        ("location", location),
         ("records", ", ".join(f"{k} {v:,}" for k, v in sorted(per_split.items())) or "0"),
         ("classes", f"{len(inp.class_names):,}"),
         ("listed / packed / quarantined",
@@ -194,7 +290,17 @@ def _summary(inp: ReportInputs) -> str:
     pack = spec.get("pack")
     if pack:
         rows.append(("pack options", ", ".join(f"{k}={v}" for k, v in pack.items())))
+    if where.published:
+        rows += [("report", storage.join(where.uri, names.REPORT)),
+                 ("Data Docs", storage.join(where.uri, names.QUALITY_DIR, "index.html")),
+                 ("latest", f"{where.latest} (names the newest published version)")]
     body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    if where.published:
+        body += (f"<tr><td>load it</td><td>{_load_snippet(inp, where)}"
+                 + ('<span class="muted">s3:// links do not open in a browser: '
+                    f"<code>recforge report {escape(where.uri)} --open</code> opens this "
+                    "report.</span>" if storage.is_s3(where.uri) else "")
+                 + "</td></tr>")
     return f'<table class="kv">{body}</table>'
 
 
@@ -202,10 +308,8 @@ def _checklist(inp: ReportInputs, docs_href: str | None) -> str:
     q = inp.quality
     if not q:
         return '<p class="muted">The checklist has not run for this prefix.</p>'
-    verdict = ("FAILED: " + ", ".join(q.get("failed", [])) if not q.get("ok", True)
-               else "passed" + (" with warnings: " + ", ".join(q["warned"])
-                                if q.get("warned") else ""))
-    cls = "fail" if not q.get("ok", True) else ("warn" if q.get("warned") else "pass")
+    verdict = gate_verdict(q, subject="")
+    cls = STATUS_CLASS[gate_status(q)]
     rows = []
     order = {c.name: i for i, c in enumerate(CHECKS)}
     for name, c in sorted(q.get("checks", {}).items(), key=lambda kv: order.get(kv[0], 99)):
@@ -214,15 +318,18 @@ def _checklist(inp: ReportInputs, docs_href: str | None) -> str:
         ev = "".join(f"<br><span class='muted'>{escape(e)}</span>"
                      for e in c.get("evidence", [])[:3]) if status in ("failed", "warning") \
             else ""
+        if status in ("failed", "warning"):
+            ev += (f'<span class="advice">{escape(explain(name, status, c.get("severity", "")))}'
+                   "</span>")
         rows.append([escape(str(c.get("item", ""))), f"<b>{escape(name)}</b><br>"
                      f"<span class='muted'>{escape(c.get('title', ''))}</span>",
-                     escape(c.get("severity", "")),
-                     f'<span class="{STATUS_CLASS.get(status, "skip")}">{escape(shown)}</span>',
+                     f'<span class="nw">{escape(severity_words(c.get("severity", "")))}</span>',
+                     f'<span class="{STATUS_CLASS.get(status, "skip")} nw">{escape(shown)}</span>',
                      escape(str(c.get("observed", ""))) + ev])
     return (f'<p>Checklist <span class="{cls}">{escape(verdict)}</span>. Detailed evidence: '
             f'<a href="{escape(docs_href or names.QUALITY_DIR + "/index.html")}">Data Docs</a>.'
             "</p>"
-            + _table(["item", "check", "severity", "status", "observed"], rows))
+            + _table(["item", "check", "if it fails", "status", "observed"], rows))
 
 
 def _charts(inp: ReportInputs) -> str:
@@ -252,28 +359,97 @@ def _charts(inp: ReportInputs) -> str:
             shown, {s: [per[s].get(c, 0) for c in shown] for s in splits}))
     short = [min(r["width"], r["height"]) for r in inp.records if "width" in r]
     aspect = [r["width"] / r["height"] for r in inp.records if r.get("height")]
-    row = [histogram("image short side", short, unit=" px"),
-           histogram("aspect ratio (W/H)", aspect)]
-    runs = (inp.bench or {}).get("runs") or []
-    workers = [r for r in runs if r.get("num_workers") is not None]
-    if workers:
-        row.append(line("loader throughput", sorted(
-            (r["num_workers"], r["images_per_sec"]) for r in workers), "DataLoader workers",
-            "img/s"))
-    elif runs:
-        row.append(line("loader throughput", sorted(
-            (r.get("effective_threads") or r.get("preprocess_threads") or 1, r["images_per_sec"])
-            for r in runs if r.get("images_per_sec") is not None),
-            "preprocess threads (effective)", "img/s"))
-    else:
-        row.append('<p class="muted">No loader benchmark results (bench.json).</p>')
-    dali_runs = ((inp.bench or {}).get("dali") or {}).get("runs") or []
-    if dali_runs:  # bench.loader: both — DALI's loader beside MXNet's
-        row.append(line("DALI loader throughput", sorted(
-            (r["effective_threads"], r["images_per_sec"]) for r in dali_runs),
-            "DALI num_threads", "img/s"))
+    row = [histogram("image short side", short, unit=" px", x_label="short side (px)"),
+           histogram("aspect ratio (W/H)", aspect, x_label="width / height")]
     out.append('<div class="charts">' + "".join(row) + "</div>")
+    out.append(_loader(inp))
     return "".join(out)
+
+
+def _loader_runs(bench: dict, threads_label: str) -> tuple[str, list[tuple[int, dict]]]:
+    """``(x axis label, [(threads or workers, run)])`` of one loader's sweep, by x."""
+    runs = [r for r in bench.get("runs") or [] if r.get("images_per_sec") is not None]
+    if any(r.get("num_workers") is not None for r in runs) or \
+            "DataLoader" in str(bench.get("loader", "")):
+        label = "DataLoader workers"
+        xs = [r.get("num_workers", r.get("effective_threads")) for r in runs]
+    else:
+        label = threads_label
+        xs = [r.get("effective_threads") or r.get("preprocess_threads") or 1 for r in runs]
+    return label, sorted(zip((int(x or 0) for x in xs), runs, strict=True),
+                         key=lambda p: p[0])
+
+
+def _loader_block(title: str, bench: dict, threads_label: str, floor: float | None) -> str:
+    """One loader's sweep: a table of every measured setting against the floor and the
+    bare-decode rate, and (with two settings or more) img/s against threads as a line."""
+    x_label, runs = _loader_runs(bench, threads_label)
+    if not runs:
+        return f'<p class="muted">{escape(title)}: no measured runs.</p>'
+    summary = bench.get("summary") or {}
+    bare = summary.get("bare_decode_images_per_sec") or \
+        (bench.get("bare_decode") or {}).get("images_per_sec")
+    picked = (bench.get("recommendation") or {}).get("preprocess_threads")
+    rows = []
+    for x, r in runs:
+        ips = r["images_per_sec"]
+        lat = r.get("latency_ms") or {}
+        verdict = "" if not floor else (
+            f'<span class="pass">above</span> ({ips / floor:.1f}× the floor)' if ips >= floor
+            else '<span class="fail">below the floor</span>')
+        rows.append([f"{x}" + (" (recommended)" if x == picked else ""), f"{ips:,.0f}",
+                     f"{r['read_mb_per_sec']:,.1f}" if r.get("read_mb_per_sec") is not None
+                     else "—",
+                     f"{lat['p50']:,.0f} / {lat['p99']:,.0f}" if "p50" in lat and "p99" in lat
+                     else "—",
+                     f"{bare * max(x, 1):,.0f}" if bare else "—",
+                     f"{ips / (bare * max(x, 1)):.0%}" if bare else "—", verdict])
+    device = (bench.get("device") or {}).get("statement") or summary.get("device") or ""
+    facts = []
+    if floor:
+        facts.append(f"floor: <b>{floor:,.0f} img/s</b> (the checklist's loader_throughput "
+                     "fails below it)")
+    if bare:
+        facts.append(f"bare decode: <b>{bare:,.0f} img/s</b> per thread (records read and "
+                     "decoded with no augmentation or batching: the most a thread can give)")
+    head = [x_label, "img/s", "MB/s read", "latency p50 / p99 (ms)",
+            "bare-decode bound (img/s)", "of the bound", "vs the floor"]
+    if not floor:
+        head, rows = head[:-1], [row[:-1] for row in rows]
+    out = [f'<h3 class="sub">{escape(title)}</h3>',
+           f'<p>{escape(str(bench.get("loader") or ""))}'
+           + (f' <span class="muted">— {escape(device)}</span>' if device else "") + "</p>",
+           "<p>" + "; ".join(facts) + ".</p>" if facts else "",
+           _table(head, rows, {1, 2, 3, 4, 5})]
+    if len({x for x, _ in runs}) > 1:
+        refs = [("floor", floor)] if floor else []
+        if bare:
+            refs.append(("bare decode, 1 thread", bare))
+        out.append(line(f"{title}: img/s by {x_label}",
+                        [(x, r["images_per_sec"]) for x, r in runs], x_label, "images / s",
+                        refs=refs))
+    return "".join(out)
+
+
+def _loader(inp: ReportInputs) -> str:
+    bench = inp.bench or {}
+    if not bench.get("runs"):
+        return ('<div id="loader"><h3 class="sub">loader throughput</h3><p class="muted">No '
+                "loader benchmark results (bench.json).</p></div>")
+    spec_floor = ((((inp.manifest or {}).get("spec") or {}).get("quality") or {})
+                  .get("loader") or {}).get("min_images_per_sec")
+
+    def floor_of(b: dict) -> float | None:  # the benchmark's floor, or the checklist's
+        own = ((b.get("floors") or {}).get("values") or {}).get("min_images_per_sec")
+        return max(own or 0, spec_floor or 0) or None
+
+    parts = [_loader_block("loader throughput", bench, "preprocess threads (effective)",
+                           floor_of(bench))]
+    dali = bench.get("dali") or {}
+    if dali.get("runs"):  # bench.loader: both — DALI's loader beside MXNet's
+        parts.append(_loader_block("DALI loader throughput", dali, "DALI num_threads",
+                                   floor_of(dali) or floor_of(bench)))
+    return f'<div id="loader">{"".join(parts)}</div>'
 
 
 def _samples(inp: ReportInputs, reader: _Records, seed: int) -> str:
@@ -283,8 +459,7 @@ def _samples(inp: ReportInputs, reader: _Records, seed: int) -> str:
         figs = []
         for r in pick:
             img = reader.image(r)
-            figs.append(_figure(data_uri(img) if img is not None else None,
-                                f"{r['split']}/{r['key']} {r.get('source_key', '')[:40]}"))
+            figs.append(_figure(data_uri(img) if img is not None else None, r, split=True))
         return f'<div class="sheet">{"".join(figs)}</div>'
     by_class: dict[str, list[dict]] = defaultdict(list)
     for r in inp.records:
@@ -300,18 +475,21 @@ def _samples(inp: ReportInputs, reader: _Records, seed: int) -> str:
         figs = []
         for r in picks[c]:
             img = reader.image(r)
-            figs.append(_figure(data_uri(img) if img is not None else None,
-                                f"{r['split']}/{r['key']}"))
+            figs.append(_figure(data_uri(img) if img is not None else None, r,
+                                split=r.get("split") != "train"))
         blocks.append(f'<div class="cls"><h3>{escape(c)} <span class="muted">'
-                      f'({len(rows):,} records)</span></h3>{"".join(figs)}</div>')
+                      f'({len(rows):,} records)</span></h3><div class="figs">{"".join(figs)}'
+                      "</div></div>")
     more = (f'<p class="muted">{len(order) - len(shown)} more classes not shown.</p>'
             if len(order) > len(shown) else "")
-    return f'<div class="sheet">{"".join(blocks)}</div>{more}'
+    return ('<p class="muted">Random records of each class, captioned with their source file; '
+            "a badge marks those not in train, and hovering shows the split and record key.</p>"
+            f'<div class="sheet classes">{"".join(blocks)}</div>{more}')
 
 
 def _masks(inp: ReportInputs, reader: _Records, seed: int) -> str:
-    if not inp.segmentation:
-        return '<p class="muted">Classification dataset: no masks.</p>'
+    if not inp.segmentation:  # the section is not shown (sections_for)
+        return ""
     names_ = inp.class_names
     colors = palette(len(names_), inp.classes.get("colors"))
     ignore = inp.classes.get("ignore_index")
@@ -321,16 +499,17 @@ def _masks(inp: ReportInputs, reader: _Records, seed: int) -> str:
     for r in rng.sample(inp.records, min(MASK_SAMPLES, len(inp.records))):
         img, mask = reader.image(r), reader.mask(r)
         if img is None or mask is None:
-            figs.append(_figure(None, f"{r['split']}/{r['key']}"))
+            figs.append(_figure(None, r, big=True, split=True))
             continue
         seen |= {int(v) for v in np.unique(mask)}
-        figs.append(_figure(data_uri(overlay(img, mask, colors, ignore), 224),
-                            f"{r['split']}/{r['key']}"))
+        figs.append(_figure(data_uri(overlay(img, mask, colors, ignore), 224), r, big=True,
+                            split=True))
     legend = "".join(
         f'<span><i style="background:rgb{tuple(int(x) for x in colors[v])}"></i>'
         f'{escape(names_[v] if v < len(names_) else str(v))}</span>'
         for v in sorted(seen) if v != ignore)
-    return (f'<div class="legend">{legend}</div><div class="sheet">{"".join(figs)}</div>'
+    return (f'<div class="legend">{legend}</div><div class="sheet" style="grid-template-'
+            f'columns:repeat(auto-fill,minmax(236px,1fr))">{"".join(figs)}</div>'
             f'<p class="muted">Ignored pixels ({ignore}) are left unpainted.</p>')
 
 
@@ -360,14 +539,22 @@ def _near_duplicates(inp: ReportInputs, reader: _Records) -> str:
         return (f'<p class="pass">No record has a near-duplicate in another split '
                 f'(dHash within {threshold} bits).</p>')
     pairs.sort(key=lambda p: (p[0], p[1]["split"], p[1]["key"]))
-    out = [f"<p>{len(pairs)} pair(s) of records in different splits within {threshold} bits "
-           f"(dHash); the closest {min(len(pairs), NEAR_DUP_PAIRS)}:</p>"]
+    check = ((inp.quality or {}).get("checks") or {}).get("near_duplicates") or {}
+    gate = {"fail": " The checklist blocks publish on them.",
+            "warn": " The checklist warns about them: they do not block publish."}.get(
+                check.get("severity"), "")
+    out = [f"<p>{len(pairs)} pair(s) of records in different splits whose perceptual hash "
+           f"(dHash) differs in at most {threshold} bits: most likely one photo cropped, "
+           "resized or re-encoded, so the model is validated on images it has nearly seen in "
+           f"training.{gate} The closest {min(len(pairs), NEAR_DUP_PAIRS)}:</p>"]
     reader.prefetch([r for _, a, b in pairs[:NEAR_DUP_PAIRS] for r in (a, b)])
     for d, a, b in pairs[:NEAR_DUP_PAIRS]:
         figs = "".join(
-            _figure(data_uri(img) if (img := reader.image(r)) is not None else None,
-                    f"{r['split']}/{r['key']} {r.get('source_key', '')[:36]}") for r in (a, b))
-        out.append(f'<div class="pair">{figs}<span><b>{d}</b> bits</span></div>')
+            _figure(data_uri(img) if (img := reader.image(r)) is not None else None, r,
+                    split=True) for r in (a, b))
+        a_, b_ = (f'<code>{escape(r.get("source_key") or str(r["key"]))}</code> '
+                  f'({escape(r["split"])})' for r in (a, b))
+        out.append(f'<div class="pair">{figs}<p><b>{d}</b> bits apart: {a_} and {b_}</p></div>')
     return "".join(out)
 
 
@@ -431,51 +618,68 @@ def build_report(prefix: str, out_path: str | Path, *, previous: str | None = No
 
     ``previous``: the prefix of the version to diff against (default: the one the version's
     manifest names, if any). ``about``: manifest fields (dataset, version, run_id, spec,
-    previous_uri) for a prefix that has no manifest yet — the pipeline builds the report
-    before publishing. ``docs_href``: the link to the Data Docs (default: ``quality/`` next
-    to the report)."""
+    content_id, previous_uri) for a prefix that has no manifest yet — the pipeline builds the
+    report before publishing — plus ``uri``, the version it will be published as (what the
+    report names as its location), and ``blocked``, the failed checks when the quality gate
+    failed (then the report names the staging prefix, and says it was not published).
+    ``docs_href``: the link to the Data Docs (default: ``quality/`` next to the report)."""
     started = time.monotonic()
     inp = load(prefix)
+    from_version = inp.manifest is not None
     if inp.manifest is None and about:
-        inp.manifest = about
+        inp.manifest = {k: v for k, v in about.items() if k not in ("uri", "blocked")}
+    where = where_of(inp, about, from_version)
     previous = previous or (inp.manifest or {}).get("previous_uri")
     reader = _Records(inp)
     title = (inp.manifest or {}).get("dataset") or (inp.quality or {}).get("dataset") \
         or "dataset"
     version = (inp.manifest or {}).get("version") or "staging"
+    if where.blocked:
+        version += " (not published)"
     bodies = {
-        "summary": _summary(inp), "checklist": _checklist(inp, docs_href),
+        "summary": _summary(inp, where), "checklist": _checklist(inp, docs_href),
         "charts": _charts(inp),
         "samples": _samples(inp, reader, seed), "masks": _masks(inp, reader, seed),
         "near-duplicates": _near_duplicates(inp, reader), "quarantine": _quarantine(inp),
         "diff": _diff(inp, previous),
     }
-    nav = "".join(f'<a href="#{sid}">{label}</a>' for sid, label in SECTIONS)
+    shown = sections_for(inp.segmentation)
+    nav = "".join(f'<a href="#{sid}">{label}</a>' for sid, label in shown)
     sections = "".join(f'<section id="{sid}"><h2>{label}</h2>{bodies[sid]}</section>'
-                       for sid, label in SECTIONS)
+                       for sid, label in shown)
+    banner = (f'<p class="banner"><b>Not published.</b> The quality gate failed '
+              f"({escape(', '.join(where.blocked))}): this report and the dataset stay in "
+              f"staging at <code>{escape(where.uri)}</code>; see the checklist below.</p>"
+              if where.blocked else "")
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width,initial-scale=1"><title>{escape(title)} {version} '
             f'— recforge report</title><style>{CSS}</style></head><body><header><h1>'
             f'{escape(title)} <small>{escape(version)}</small></h1><p>recforge dataset report '
-            f'· {len(inp.records):,} records</p></header><nav>{nav}</nav>{sections}'
+            f'· {len(inp.records):,} records</p></header><nav>{nav}</nav>{banner}{sections}'
             "</body></html>")
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
-    log.info("report: %s (%.0f KB, %.1f s)", out, out.stat().st_size / 1024,
+    # the path is a temporary file when the pipeline builds it: where it is published is
+    # the caller's to say
+    log.info("report: built (%.0f KB, %.1f s)", out.stat().st_size / 1024,
              time.monotonic() - started)
+    log.debug("report: written to %s", out)
     return out
 
 
-def render_record(prefix: str, key: int, out_png: str | Path, split: str | None = None) -> Path:
-    """One record as a PNG (segmentation: with its mask blended over it)."""
+def render_record(prefix: str, key: int, out_png: str | Path,
+                  split: str | None = None) -> tuple[Path, Record]:
+    """One record as a PNG (segmentation: with its mask blended over it); returns the PNG and
+    the record's row of ``records.jsonl`` (its ``split``, ``class_name``, ``source_key``)."""
     import cv2
 
     inp = load(prefix)
     rows = [r for r in inp.records if r["key"] == key and (split is None or r["split"] == split)]
     if not rows:
         raise KeyError(f"no record with key {key}" + (f" in split {split}" if split else "")
-                       + f" under {prefix}")
+                       + f" in {prefix}/records.jsonl (its `key` column; the report shows a "
+                       "thumbnail's key on hover)")
     if len(rows) > 1:
         raise KeyError(f"key {key} exists in splits {[r['split'] for r in rows]}; give --split")
     r = rows[0]
@@ -491,4 +695,4 @@ def render_record(prefix: str, key: int, out_png: str | Path, split: str | None 
     out.parent.mkdir(parents=True, exist_ok=True)
     if not cv2.imwrite(str(out), img):
         raise OSError(f"could not write {out}")
-    return out
+    return out, r

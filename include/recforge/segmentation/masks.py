@@ -1,4 +1,4 @@
-"""Segmentation masks → single-channel class masks, by lookup table (CLI: masks_cli.py).
+"""Segmentation masks → single-channel class masks, by lookup table (CLI: ``recforge.cli.masks``).
 
 Three kinds of input, decided by the PNG's own mode (read with PIL, header only):
 
@@ -291,9 +291,6 @@ class MaskConverter:
         """An HxWx3 RGB array (e.g. from PIL) → target values."""
         return self.convert_decoded(DecodedMask(np.ascontiguousarray(rgb[..., ::-1]), "bgr"),
                                     name)
-
-    def convert_ids(self, ids: np.ndarray, name: str = "<array>") -> MaskResult:
-        return self.convert_decoded(DecodedMask(ids, "ids"), name)
 
     def _finish(self, out: np.ndarray, name: str, src: np.ndarray, describe) -> MaskResult:
         bad = out == self._sentinel

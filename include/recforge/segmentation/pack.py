@@ -129,15 +129,15 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
                 **row, "key": pair.key, "name": pair.name, "offset": ioff,
                 "length": len(ipayload), "mask_offset": moff, "mask_length": len(mpayload),
                 "height": h, "width": w, "channels": 1 if img.ndim == 2 else img.shape[2],
-                "label": 0, "pixels_by_value": {str(v): int(counts[v])
-                                                for v in np.flatnonzero(counts)},
+                "label": 0,
                 "source_sha256": hashlib.sha256(pair.image).hexdigest(),
                 "mask_sha256": hashlib.sha256(mask_bytes).hexdigest(), "decode_status": "ok",
                 # for the quality gate: the mask record and what it holds
                 "mask_record_key": pair.key, "mask_height": int(mask.shape[0]),
                 "mask_width": int(mask.shape[1]),
                 "mask_values": [int(v) for v in np.flatnonzero(counts)],
-                "class_pixels": {str(v): int(counts[v]) for v in np.flatnonzero(counts)},
+                "class_pixels": {str(v): int(counts[v]) for v in np.flatnonzero(counts)},  # pixels
+                #                  per mask value: the class balance check and the report
                 "phash": phash.dhash(img),
             })
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)

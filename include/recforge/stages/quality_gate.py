@@ -3,7 +3,9 @@ the loader benchmark's results (``recforge.quality``), then the dataset report
 (``recforge.report``) that shows it.
 
 Data Docs land in ``out/quality/`` and the report in ``out/report.html``, so both are
-published next to the dataset, and a failed run keeps them in staging for the alert. A
+published next to the dataset, and a failed run keeps them in staging for the alert. The
+report names the version the run publishes to (publish copies it there unchanged); only a
+failed gate's report names staging, and says it was not published. A
 failed ``fail``-severity check raises ``QualityGateFailed`` carrying the result (the
 Airflow edge hands it to the alert); otherwise the result is returned for the notice.
 """
@@ -20,6 +22,7 @@ from recforge.incremental import changes
 from recforge.quality import enforce, format_table, run_and_upload
 from recforge.report import build_report
 from recforge.run import Run
+from recforge.stages.publish import content_fields
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +47,37 @@ def _quality_gate(run: Run) -> dict:
     log.info("quality gate: %s; Data Docs: %s", "passed" if result["ok"] else "FAILED",
              result["data_docs"])
     log.info("checklist:\n%s", format_table(result))
-    result.update(write_report(run))
+    result.update(write_report(run, blocked=None if result["ok"] else result["failed"]))
     result["changes"] = changes.run_headline(run.changes)  # quoted by the alert
     return enforce(result)
 
 
-def write_report(run: Run) -> dict:
+def write_report(run: Run, blocked: list[str] | None = None) -> dict:
     """``out/report.html``, diffed against the latest published version; returns where it
-    is and a link a browser can open."""
+    is staged (``report``) and, unless the gate failed (``blocked``: the failed checks),
+    where publish puts it (``published_report``).
+
+    The report describes the version the run publishes to (``releases.version_uri`` of
+    ``Run.version``): publish copies it there unchanged. Only a failed gate's report names
+    the staging prefix, and says it was not published."""
     latest = releases.read_latest(run.spec)
+    target = releases.version_uri(run.spec, run.version())
     about = {"dataset": run.spec.name, "version": run.version(), "run_id": run.run_id,
-             "task": run.spec.task, "spec": run.spec.public_dump(),
+             "task": run.spec.task, "spec": run.spec.public_dump(), **content_fields(run),
              "previous_uri": latest["uri"] if latest and latest.get("run_id") != run.run_id
-             else None}
+             else None, "uri": target, "blocked": list(blocked or [])}
     with tempfile.TemporaryDirectory(prefix="recforge-report-") as tmp:
         local = build_report(run.out, Path(tmp) / names.REPORT, about=about)
         uri = run.output(names.REPORT)
         storage.put_bytes(uri, local.read_bytes(), "text/html; charset=utf-8")
     # no presigned link here: the result is logged (Airflow logs a task's return value) and
     # kept in XCom, and a link names the access key and opens the object to whoever holds
-    # it. The CLI and the alert presign `report` where they show it (storage.browser_url).
-    log.info("report: %s", uri)
-    return {"report": uri}
+    # it. The alert presigns `report` where it shows it (storage.browser_url).
+    if blocked:
+        log.info("report: %s (NOT published: the quality gate failed; open it with "
+                 "`recforge report %s --open`)", uri, run.out)
+        return {"report": uri}
+    published = storage.join(target, names.REPORT)
+    log.info("report: %s once published (staged as %s; open it with "
+             "`recforge report %s --open`)", published, uri, target)
+    return {"report": uri, "published_report": published}

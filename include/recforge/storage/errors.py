@@ -40,14 +40,14 @@ class PreconditionFailed(Exception):
     longer the version it was read as (``if_match``)."""
 
 
-def _is_precondition(exc: BaseException) -> bool:
+def is_precondition(exc: BaseException) -> bool:
     response = getattr(exc, "response", None)
     code = str(response.get("Error", {}).get("Code")) if isinstance(response, dict) else ""
     # 409 ConditionalRequestConflict: AWS saw a concurrent conditional write to the key
     return code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
 
 
-def _not_found(exc: BaseException) -> bool:
+def is_not_found(exc: BaseException) -> bool:
     response = getattr(exc, "response", None)
     return isinstance(response, dict) and response.get("Error", {}).get("Code") in (
         "404", "NoSuchKey", "NotFound")

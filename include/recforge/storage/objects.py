@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recforge.storage import checksums, client, multipart, recording, retry
-from recforge.storage.errors import PreconditionFailed, _is_precondition, _not_found, is_transient
+from recforge.storage.errors import PreconditionFailed, is_not_found, is_precondition, is_transient
 from recforge.storage.uri import is_s3, join, local_path, split_s3
 
 
@@ -101,7 +101,7 @@ def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stre
             resp = retry.call("put_object", uri, Bucket=bucket, Key=key, Body=data,
                               ContentType=content_type, **checksums.to_send(digest), **cond)
         except Exception as exc:
-            if cond and _is_precondition(exc):
+            if cond and is_precondition(exc):
                 raise PreconditionFailed(f"{uri}: {exc}") from exc
             raise
         recording.record(uri, len(data), digest, resp.get("ETag", "").strip('"'),
@@ -170,7 +170,7 @@ def _s3_or_none(call: str, uri: str, **extra) -> dict | None:
     try:
         return retry.call(call, uri, Bucket=bucket, Key=key, **extra)
     except ClientError as exc:
-        if _not_found(exc):
+        if is_not_found(exc):
             return None
         raise
 

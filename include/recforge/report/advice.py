@@ -1,0 +1,75 @@
+"""What a checklist item that did not pass means, and what to do about it — the words the
+report's checklist shows under a warning or a failure."""
+
+from __future__ import annotations
+
+from recforge.spec.quality import CHECK_BY_NAME
+
+# a check's severity as the report says it (spec.quality.Severity)
+SEVERITY_WORDS = {"fail": "blocks publish", "warn": "warns", "off": "off"}
+
+# per check: (what it means when it does not pass, what to do)
+ADVICE: dict[str, tuple[str, str]] = {
+    "decode": ("some records do not decode, so training would crash or skip them",
+               "re-export the images named in the evidence and rebuild"),
+    "index": ("the .idx, records.jsonl and summary.json disagree, so a reader would seek to "
+              "the wrong records",
+              "rebuild the version (re-run merge); recforge verify names the bad file"),
+    "labels": ("a label is outside [0, N) or disagrees with classes.json, so the loss would "
+               "index past the classifier",
+               "fix the class folders or classes.json and rebuild"),
+    "image_size": ("some images do not have the size the pack options promise",
+                   "check pack.resize and quality.image_shape against the evidence"),
+    "sources": ("a listed source object is neither packed nor quarantined, or is counted "
+                "twice: images were silently lost or duplicated",
+                "re-run the build; if it repeats, report it with the evidence"),
+    "loader_dtype": ("the loader does not yield float32 NDArrays",
+                     "check bench.options.iter_kwargs (dtype) against what training expects"),
+    "loader_range": ("batch values fall outside quality.loader.value_range",
+                     "check the mean/std options, or set value_range to what the loader "
+                     "should yield"),
+    "loader_shape": ("batches change shape between steps",
+                     "check data_shape and the pack options (pack.resize)"),
+    "gpu_memory": ("the loader's GPU memory peak is above quality.loader.gpu_memory_limit_mb",
+                   "lower the batch size or prefetch_buffer, or raise the limit"),
+    "loader_throughput": ("the loader reads fewer images per second than the floor, so "
+                          "training would wait for data",
+                          "see the loader table under Charts: use the recommended "
+                          "preprocess_threads, pack smaller images (pack.resize), or set the "
+                          "floor for this kind of machine"),
+    "class_balance": ("the smallest class has far fewer records than the largest, so a model "
+                      "sees it rarely and may learn to ignore it",
+                      "add images to the small classes or weight/oversample them in training; "
+                      "if the imbalance is real, lower quality.class_balance_min_ratio"),
+    "split_keys": ("one source key is in two splits: validation scores count images the model "
+                   "trained on", "rebuild; keys are assigned to one split by their hash"),
+    "split_content": ("byte-identical images sit in two splits (copies under different keys): "
+                      "validation scores count images the model trained on",
+                      "delete the duplicate source objects named in the evidence"),
+    "near_duplicates": ("images in different splits look almost the same (a perceptual hash "
+                        "within a few bits: crops, resizes or re-encodes of one photo), so "
+                        "validation scores on them are optimistic",
+                        "look at the pairs under Near-duplicates and delete (or rename, so it "
+                        "hashes to the other split) one image of each pair that is a copy"),
+    "masks": ("an image has no mask, or its mask has another size",
+              "add the missing masks (same key under the masks prefix) at the image's size"),
+}
+
+
+def severity_words(severity: str) -> str:
+    return SEVERITY_WORDS.get(severity, severity)
+
+
+def explain(name: str, status: str, severity: str) -> str:
+    """The sentence under a check that warned or failed: what it means, what to do, and
+    (for a warning) why it did not block publish."""
+    means, todo = ADVICE.get(name, ("the check did not pass", "see the Data Docs evidence"))
+    text = f"Means: {means}. To do: {todo}."
+    if status == "warning":
+        check = CHECK_BY_NAME.get(name)
+        why = ("it warns by default" if check is not None and check.default == "warn"
+               else f"this spec sets quality.severity.{name}: warn")
+        text += f" Does not block publish: {why}."
+    elif status == "failed":
+        text += " It blocks publish: this version is not published until it passes."
+    return text
