@@ -247,7 +247,7 @@ def test_segmentation_report_overlays_masks_with_a_legend(tmp_path):
 
 
 def test_report_of_a_prefix_without_records_names_the_fix(tmp_path):
-    with pytest.raises(FileNotFoundError, match="holds no records.jsonl, so it is no packed dataset"):
+    with pytest.raises(FileNotFoundError, match="so it is no packed dataset"):
         build_report(str(tmp_path), tmp_path / "r.html")
 
 
