@@ -53,6 +53,13 @@ def is_not_found(exc: BaseException) -> bool:
         "404", "NoSuchKey", "NotFound")
 
 
+def is_no_such_upload(exc: BaseException) -> bool:
+    """The multipart upload is gone: completed or aborted already (or never made)."""
+    response = getattr(exc, "response", None)
+    return isinstance(response, dict) and response.get("Error", {}).get("Code") in (
+        "NoSuchUpload", "404")
+
+
 def explain(exc: BaseException) -> str | None:
     """A message naming the object and the fix for the S3 errors people hit first (no
     credentials, an endpoint that does not answer, a bucket that does not exist, access

@@ -11,12 +11,11 @@ and bucket for the life of the process (a publish task, or one ``recforge build`
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 
 from recforge.errors import StoreGuaranteeMissing
-from recforge.storage import objects
+from recforge.storage import client, objects
 from recforge.storage.errors import PreconditionFailed
 from recforge.storage.uri import is_s3, join, split_s3
 
@@ -27,9 +26,9 @@ _lock = threading.Lock()
 
 
 def store_name() -> str:
-    """The store's endpoint, as a person configured it (AWS when none is set)."""
-    return (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-            or "AWS S3")
+    """The endpoint this process's requests go to: the Airflow connection's, the
+    environment's (``AWS_ENDPOINT_URL``) or AWS's, as the client resolved it."""
+    return client.s3_client().meta.endpoint_url
 
 
 def prove_conditional_writes(root_uri: str) -> None:

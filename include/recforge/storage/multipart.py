@@ -14,6 +14,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from recforge.storage import checksums, client, retry
+from recforge.storage.errors import is_no_such_upload
 from recforge.storage.uri import split_s3
 
 MIN_PART = 5 * 1024**2  # S3: every part of a multipart upload but the last is at least this
@@ -21,12 +22,6 @@ MAX_PART = 5 * 1024**3  # S3: the largest part, and the largest range one Upload
 MAX_PARTS = 10_000  # S3: parts in one multipart upload
 UPLOAD_PART = 16 * 1024**2  # the part size of a local file's upload (4 in memory at most)
 UPLOAD_THREADS = 4
-
-
-def _no_such_upload(exc: BaseException) -> bool:
-    response = getattr(exc, "response", None)
-    return isinstance(response, dict) and response.get("Error", {}).get("Code") in (
-        "NoSuchUpload", "404")
 
 
 class Upload:
@@ -88,7 +83,7 @@ class Upload:
                        Key=self.key, UploadId=self.upload_id,
                        MultipartUpload={"Parts": parts})
         except Exception as exc:
-            if not _no_such_upload(exc) or not self._completed_as(len(parts)):
+            if not is_no_such_upload(exc) or not self._completed_as(len(parts)):
                 raise
 
     def _completed_as(self, n_parts: int) -> bool:
@@ -104,7 +99,7 @@ class Upload:
             retry.call("abort_multipart_upload", self.uri, Bucket=self.bucket, Key=self.key,
                        UploadId=self.upload_id)
         except Exception as exc:
-            if not _no_such_upload(exc):
+            if not is_no_such_upload(exc):
                 raise
 
     def __enter__(self) -> Upload:
