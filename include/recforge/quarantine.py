@@ -57,6 +57,33 @@ FIXES = {
     ">= 0 and float32 labels; fix or regenerate the .lst",
     "duplicate_key": "an earlier .lst line has the same index, and an .idx key must be "
     "unique; renumber the .lst",
+    # detection annotations (docs/detection.md)
+    "annotation_missing": "the image has no annotation (VOC: no Annotations/<id>.xml; COCO: "
+    "no images entry in any annotations/*.json); add it, or remove the image",
+    "orphan_annotation": "an annotation with no image (VOC: no JPEGImages/<id>.<ext>); add "
+    "the image or remove the annotation",
+    "annotation_unparsable": "the annotation file is not well-formed VOC XML / COCO JSON (the "
+    "detail says where); re-export it from the labelling tool",
+    "not_in_detection_layout": "voc needs JPEGImages/ and Annotations/, coco annotations/*.json "
+    "and images/; move the object there or remove it",
+    "image_missing": "the annotation file names an image that is not in the source; upload "
+    "the image, or remove its entry from the annotation file",
+    "bad_object": "the object's entry is incomplete (no name, no box, or a value that is not "
+    "a number); fix it in the labelling tool",
+    "unknown_category": "a COCO annotation's category_id is not in the file's categories; add "
+    "the category or fix the id",
+    "duplicate_image_entry": "a second annotation entry for an image that already has one "
+    "(two COCO files, or one twice); keep one entry per image",
+    "box_outside_image": "the box reaches outside the image; fix it in the labelling tool (VOC "
+    "0-based coordinates: set detection.voc_pixel_origin: 0)",
+    "degenerate_box": "xmin >= xmax or ymin >= ymax, or narrower than detection.min_box_pixels; "
+    "redraw the box or lower min_box_pixels",
+    "annotation_size_mismatch": "the annotation's image size differs from the image's; "
+    "re-annotate the image, or re-export the annotation from the image as stored",
+    "annotation_frame": "the annotation's size is the EXIF-rotated one: the boxes were drawn on "
+    "the displayed image; set detection.box_frame: displayed",
+    "no_objects": "the image has no usable object; annotate it, or set detection.empty_images: "
+    "keep to pack it as a negative",
     "too_large": "the record is 2^29 bytes (512 MiB) or more, RecordIO's limit; downscale "
     "the image",
 }
@@ -85,23 +112,39 @@ def fetch_reason(exc: Exception) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class QuarantineEntry:
-    """One refused input object; ``source_key`` is relative to the source prefix."""
+    """One refused input object; ``source_key`` is relative to the source prefix.
+
+    An entry with ``part`` refuses a part of an object, not the object: one object of a
+    detection annotation (``object 3`` of a VOC file, ``annotation 1234`` or ``image 42`` of
+    a COCO file), ``box`` its box in source pixels ``[xmin, ymin, xmax, ymax]`` where it
+    has one. The object itself is still accounted for (packed, or refused by an entry of
+    its own), so parts never count in ``listed = packed + quarantined``."""
 
     source_key: str
     stage: str
     reason: str
     detail: str = ""
+    part: str | None = None
+    box: tuple[float, float, float, float] | None = None
 
     @property
     def fix(self) -> str:
         return FIXES.get(self.reason, "")
 
+    @property
+    def is_part(self) -> bool:
+        return self.part is not None
+
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "fix": self.fix}, ensure_ascii=False, sort_keys=True)
+        doc = {k: v for k, v in asdict(self).items()
+               if v is not None or k not in ("part", "box")}
+        return json.dumps({**doc, "fix": self.fix}, ensure_ascii=False, sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict) -> QuarantineEntry:
-        return cls(d["source_key"], d["stage"], d["reason"], d.get("detail", ""))
+        box = d.get("box")
+        return cls(d["source_key"], d["stage"], d["reason"], d.get("detail", ""),
+                   d.get("part"), tuple(box) if box is not None else None)
 
 
 def dumps(entries: list[QuarantineEntry]) -> bytes:

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from recforge import storage
-from recforge.format import names, recordio, scan
+from recforge.format import detection_label, names, recordio, scan
 from recforge.format.validate import SplitReport, labels_ok
 
 READ_THREADS = 8
@@ -109,6 +109,23 @@ def _records_by_split(prefix: str) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
+def detection_lst(data: bytes, num_classes: int | None) -> tuple[np.ndarray, str | None]:
+    """The keys of a detection ``.lst`` and the first problem of its label arrays (each
+    line ``key<TAB>label…<TAB>path``, read as im2rec reads it), or None."""
+    keys = []
+    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        fields = line.split("\t")
+        try:
+            keys.append(int(fields[0]))
+            labels = [float(x) for x in fields[1:-1]]
+        except ValueError:
+            return np.array(keys, np.int64), f"line {n}: index or label is not a number"
+        why = detection_label.problem(labels, num_classes)
+        if why:
+            return np.array(keys, np.int64), f"line {n} (key {fields[0]}): {why}"
+    return np.array(keys, np.int64), None
+
+
 def validate_composition(prefix: str, num_classes: int | None = None) -> dict:
     """Check a merged dataset under ``prefix`` (S3 or local) by its composition."""
     sizes = {o.key: o.size for o in storage.list_objects(prefix) if "/" not in o.key}
@@ -118,8 +135,11 @@ def validate_composition(prefix: str, num_classes: int | None = None) -> dict:
         if sizes.get(name) != entry["size"]:
             failures.append(f"{name}: {names.CHECKSUMS} says {entry['size']} bytes, "
                             f"the object is {sizes.get(name, 'missing')}")
-    if num_classes is None and names.CLASSES in sizes:
-        num_classes = storage.read_json(storage.join(prefix, names.CLASSES)).get("num_classes")
+    classes = storage.read_json(storage.join(prefix, names.CLASSES)) \
+        if names.CLASSES in sizes else {}
+    if num_classes is None:
+        num_classes = classes.get("num_classes")
+    detection = classes.get("task") == "detection"
     summary = (storage.read_json(storage.join(prefix, names.SUMMARY))
                if names.SUMMARY in sizes else {})
     records = _records_by_split(prefix)
@@ -133,8 +153,19 @@ def validate_composition(prefix: str, num_classes: int | None = None) -> dict:
             continue
         keys, offsets = got
         rep.records = rep.idx_lines = len(keys)
-        lst = scan.parse_lst(storage.get_bytes(storage.join(prefix, names.lst(split))))
-        if lst is None:
+        lst_data = storage.get_bytes(storage.join(prefix, names.lst(split)))
+        if detection:
+            lst_keys, why = detection_lst(lst_data, num_classes)
+            rep.lst_lines = len(lst_keys)
+            if why:
+                rep.fail(f"{names.lst(split)}: {why}")
+            elif not np.array_equal(lst_keys, keys):
+                rep.fail(f"{names.lst(split)} and {names.idx(split)} list different keys")
+        else:
+            lst = scan.parse_lst(lst_data)
+        if detection:
+            pass
+        elif lst is None:
             rep.fail(f"{names.lst(split)} is not canonical key<TAB>label<TAB>path lines")
         else:
             rep.lst_lines = len(lst[0])

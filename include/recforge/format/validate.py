@@ -12,6 +12,9 @@ they are counted and reported, not failed (an item missing that the report does 
 still fails). Segmentation splits (``<split>_mask.idx``
 present, or ``ignore_index`` in ``classes.json``) also get ``format.paired.validate_mask_split``:
 aligned keys, single-channel PNG masks of the image's size, values in [0, N) or ignore.
+Detection splits (``"task": "detection"`` in ``classes.json``) check each header's label
+array by ``format.detection_label.problem`` instead: its layout, class ids in [0, N), boxes
+inside [0, 1] with xmin < xmax and ymin < ymax.
 
 Each split is first tried by the header-only scan (``format.scan``: numpy over the whole
 ``.idx``/``.lst`` and a memory-mapped ``.rec`` read at the ``.idx`` offsets only), which
@@ -31,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from recforge import storage
-from recforge.format import names, recordio, scan
+from recforge.format import detection_label, names, recordio, scan
 from recforge.format.paired import validate_mask_split
 
 log = logging.getLogger(__name__)
@@ -62,12 +65,14 @@ def _labels_of(header: recordio.IRHeader) -> tuple[float, ...]:
     return header.label if isinstance(header.label, tuple) else (header.label,)
 
 
-def validate_split(root: Path, split: str, num_classes: int | None) -> SplitReport:
+def validate_split(root: Path, split: str, num_classes: int | None,
+                   detection: bool = False) -> SplitReport:
     """Every check of the module docstring on one split: the header-only scan
     (``format.scan``) when the files are canonical, else record by record, which names
     every failure."""
-    fast = validate_split_fast(root, split, num_classes)
-    rep = fast if fast is not None else validate_split_records(root, split, num_classes)
+    fast = None if detection else validate_split_fast(root, split, num_classes)
+    rep = fast if fast is not None else validate_split_records(root, split, num_classes,
+                                                               detection)
     rec, idx, lst = (root / names.rec(split), root / names.idx(split), root / names.lst(split))
     if rep.records == 0 and rep.idx_lines == 0 and rec.exists() and idx.exists() \
             and rec.stat().st_size == 0:
@@ -182,7 +187,8 @@ def validate_split_fast(root: Path, split: str, num_classes: int | None) -> Spli
                        quarantined=len(quarantined))
 
 
-def validate_split_records(root: Path, split: str, num_classes: int | None) -> SplitReport:
+def validate_split_records(root: Path, split: str, num_classes: int | None,
+                           detection: bool = False) -> SplitReport:
     """The record-by-record check: reads every record whole and names every failure."""
     rep = SplitReport(split)
     rec, idx, lst = (root / names.rec(split), root / names.idx(split), root / names.lst(split))
@@ -232,7 +238,9 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
                 rep.fail(f"{lst.name}:{n}: needs index, label(s) and path")
                 continue
             try:
-                lst_rows[int(fields[0])] = tuple(float(x) for x in fields[1:-1])
+                # as im2rec reads a .lst: each label a float, packed as float32
+                lst_rows[int(fields[0])] = tuple(float(np.float32(float(x)))
+                                                 for x in fields[1:-1])
             except ValueError:
                 rep.fail(f"{lst.name}:{n}: index or label is not a number")
             rep.lst_lines += 1
@@ -261,7 +269,10 @@ def validate_split_records(root: Path, split: str, num_classes: int | None) -> S
             if header.id != key:
                 rep.fail(f"{rec.name}: key {key}: header id is {header.id}")
             labels = _labels_of(header)
-            for lab in labels:
+            why = detection_label.problem(labels, num_classes) if detection else None
+            if why:
+                rep.fail(f"{rec.name}: key {key}: detection label: {why}")
+            for lab in () if detection else labels:
                 if not math.isfinite(lab) or lab != int(lab) or (
                         num_classes is not None and not 0 <= lab < num_classes):
                     rep.fail(f"{rec.name}: key {key}: label {lab} outside the integers "
@@ -311,7 +322,8 @@ def validate_local(root: Path, num_classes: int | None = None, shown: str | None
     if not splits:
         return {"ok": False, "num_classes": num_classes,
                 "splits": {}, "failures": [f"no *.rec or *.idx files under {shown or root}"]}
-    reports = {s: validate_split(root, s, num_classes) for s in splits}
+    detection = doc.get("task") == "detection"
+    reports = {s: validate_split(root, s, num_classes, detection) for s in splits}
     for s, rep in reports.items():  # segmentation: <split>_mask.rec must match <split>.rec
         if (root / names.idx(s, mask=True)).exists() or doc.get("ignore_index") is not None:
             for msg in validate_mask_split(root, s, num_classes, doc.get("ignore_index", 255)):

@@ -51,15 +51,18 @@ def _inside(inner: str, outer: str) -> bool:
     a, b = inner.rstrip("/") + "/", outer.rstrip("/") + "/"
     return a.startswith(b)
 
+DETECTION_LAYOUTS = ("voc", "coco")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 
 class SourceSpec(StrictModel):
     uri: str = Field(description="s3://bucket/prefix (or a local path) holding the raw images")
-    layout: Literal["class_folders"] = Field(
+    layout: Literal["class_folders", "voc", "coco"] = Field(
         "class_folders",
         description="class_folders: <prefix>/<class>/[any/depth/]<image>; the class is the "
-        "first folder under the prefix",
+        "first folder under the prefix. Detection: voc (<prefix>/JPEGImages/<id>.<ext> with "
+        "<prefix>/Annotations/<id>.xml) or coco (<prefix>/annotations/*.json instances files, "
+        "images at <prefix>/images/<file_name>); see docs/detection.md",
     )
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS
     pairs: PairsSpec | None = Field(None, description="segmentation: how images pair with masks")
@@ -121,6 +124,28 @@ class SegmentationSpec(StrictModel):
         return self
 
 
+class DetectionSpec(StrictModel):
+    """How a detection dataset's annotations are read (see docs/detection.md)."""
+
+    classes: tuple[str, ...] | None = Field(
+        None, description="the class names allowed; an object of any other name is "
+        "quarantined (unknown_class). Default: every name the annotations use")
+    empty_images: Literal["quarantine", "keep"] = Field(
+        "quarantine", description="an image with no (usable) object: quarantine it "
+        "(no_objects), or keep it as a negative with one padding row of -1s")
+    box_frame: Literal["stored", "displayed"] = Field(
+        "stored", description="the pixel frame the boxes are in: stored (the JPEG's pixels "
+        "as stored, EXIF orientation not applied: what VOC tools and COCO write) or displayed "
+        "(after the EXIF orientation). recforge orients the pixels and moves the boxes with "
+        "them")
+    voc_pixel_origin: Literal[0, 1] = Field(
+        1, description="VOC bndbox coordinates are 1-based pixel indices (Pascal VOC's own "
+        "convention); 0 for tools that write 0-based ones")
+    min_box_pixels: float = Field(
+        1.0, ge=0, description="a box narrower or lower than this, in source pixels, is "
+        "degenerate and quarantined (degenerate_box)")
+
+
 class LabelSpec(StrictModel):
     allow_renumbering: bool = Field(
         False,
@@ -178,7 +203,7 @@ class PublishSpec(StrictModel):
 
 class DatasetSpec(StrictModel):
     name: str
-    task: Literal["classification", "segmentation"] = "classification"
+    task: Literal["classification", "segmentation", "detection"] = "classification"
     description: str = ""
     schedule: str | None = Field("0 2 * * *", description="cron; null for manual runs only")
     owner: str = "data-eng"
@@ -187,6 +212,7 @@ class DatasetSpec(StrictModel):
     splits: SplitSpec = SplitSpec()
     pack: PackSpec = PackSpec()
     segmentation: SegmentationSpec | None = None
+    detection: DetectionSpec | None = None
     publish: PublishSpec
     quality: QualitySpec = Field(
         QualitySpec(), description="the data-quality checklist: thresholds and severities"
@@ -248,6 +274,9 @@ class DatasetSpec(StrictModel):
         """Defaults that depend on the task: a segmentation spec benchmarks the segmentation
         loader, whose ToTensor normalises with the ImageNet mean/std, so the checklist's
         loader value range follows. Values the spec sets explicitly are kept."""
+        if isinstance(data, dict) and data.get("task") == "detection" \
+                and data.get("detection") is None:
+            data = {**data, "detection": {}}  # the section's defaults: docs/detection.md
         if not isinstance(data, dict) or data.get("task") != "segmentation":
             return data
         data = copy.deepcopy(data)
@@ -274,6 +303,17 @@ class DatasetSpec(StrictModel):
                                  "colormap and/or id_map")
         elif self.segmentation is not None or self.source.pairs is not None:
             raise ValueError("segmentation / source.pairs are only for task: segmentation")
+        detection_layout = self.source.layout in DETECTION_LAYOUTS
+        if self.task == "detection":
+            if not detection_layout:
+                raise ValueError("task detection needs source.layout voc or coco; see "
+                                 "docs/detection.md")
+        else:
+            if detection_layout:
+                raise ValueError(f"source.layout {self.source.layout} is for task: detection "
+                                 "(add task: detection, or use layout class_folders)")
+            if self.detection is not None:
+                raise ValueError("the detection section is only for task: detection")
         return self
 
     @property
