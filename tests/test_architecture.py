@@ -23,7 +23,7 @@ FLOORS = [
     {"errors"},
     {"spec"},
     {"storage", "quarantine", "progress", "phash", "imaging", "format"},
-    {"segmentation", "im2rec", "crash_isolation"},
+    {"segmentation", "detection", "im2rec", "crash_isolation"},
     {"quality", "bench", "report"},
     {"run", "releases", "alerts", "incremental"},
     {"stages"},

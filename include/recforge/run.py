@@ -87,6 +87,11 @@ class Run:
         return self.uri("flatten", "items.jsonl")
 
     @property
+    def annotation_files(self) -> str:
+        """Detection: the annotation files flatten read whole (COCO), for merge's accounting."""
+        return self.uri("flatten", "annotation_files.json")
+
+    @property
     def classes(self) -> str:
         return self.uri("labels", names.CLASSES)
 

@@ -88,13 +88,19 @@ def previous_plan(version_uri: str | None) -> dict:
     return storage.read_json(uri) if uri and storage.exists(uri) else {}
 
 
+def _refusable(row: dict) -> list[str]:
+    """The keys a row's quarantine entries are filed under: its image, its annotation."""
+    return [k for k in (row["source_key"], row.get("annotation_key")) if k]
+
+
 def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[bytes, list[dict], str]]:
     """A pack of several chunks' rows in one go → each chunk's (rec bytes, records with
     chunk-relative offsets, quarantine text), by the records' keys and the entries' keys."""
     rec = (workdir / names.rec(names.SHARD_PART)).read_bytes()
     records = {r["key"]: r for r in storage.read_jsonl(str(workdir / names.RECORDS))}
-    refused = {e.source_key: e for e in quarantine.loads(
-        (workdir / names.QUARANTINE).read_bytes())}
+    refused: dict[str, list] = {}  # an image's entry, and those of its annotation's parts
+    for e in quarantine.loads((workdir / names.QUARANTINE).read_bytes()):
+        refused.setdefault(e.source_key, []).append(e)
     ends = sorted(r["offset"] for r in records.values()) + [len(rec)]
     end_of = {o: ends[i + 1] for i, o in enumerate(ends[:-1])}
     out = []
@@ -103,8 +109,8 @@ def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[bytes, l
         start = mine[0]["offset"] if mine else 0
         stop = end_of[mine[-1]["offset"]] if mine else 0
         out.append((rec[start:stop], [{**r, "offset": r["offset"] - start} for r in mine],
-                    quarantine.dumps([refused[r["source_key"]] for r in group
-                                      if r["source_key"] in refused]).decode("utf-8")))
+                    quarantine.dumps([e for r in group for k in _refusable(r)
+                                      for e in refused.get(k, [])]).decode("utf-8")))
     return out
 
 

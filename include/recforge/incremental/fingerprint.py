@@ -3,6 +3,7 @@ and shard, and the whole planned content (the **content id**).
 
 ``options_hash`` covers every input of a record's bytes other than the record's own row:
 the pack options, the segmentation label definition (including a colour-map file's bytes),
+the detection section,
 :data:`FORMAT_VERSION`, OpenCV's version (its codecs write the bytes) and the source of the
 modules that turn an image into a record — a code change invalidates the cache by itself
 instead of relying on someone bumping a number.
@@ -19,10 +20,11 @@ from recforge.spec import DatasetSpec, specs_dir
 FORMAT_VERSION = 1  # bump when the packed bytes change in a way the hashed code does not show
 # the fields of a planned row that reach the packed bytes (.rec/.idx/.lst, records.jsonl)
 ROW_FIELDS = ("source_key", "etag", "label", "record_key", "split", "name", "class_name",
-              "mask_key", "mask_etag")
+              "mask_key", "mask_etag", "annotation_key", "annotated_size", "objects", "object_ids")
 ENGINE_MODULES = ("recforge.imaging", "recforge.format.recordio", "recforge.format.names",
                   "recforge.phash", "recforge.segmentation.pack", "recforge.segmentation.masks",
-                  "recforge.incremental.cache")
+                  "recforge.incremental.cache", "recforge.format.detection_label",
+                  "recforge.detection.boxes", "recforge.detection.records")
 NOT_IN_BYTES = ("shard_size",)  # only moves shard boundaries; merged bytes do not change
 
 
@@ -61,6 +63,7 @@ def options(spec: DatasetSpec) -> dict:
     pack = {k: v for k, v in spec.pack.model_dump(mode="json").items() if k not in NOT_IN_BYTES}
     return {"format": FORMAT_VERSION, "task": spec.task, "pack": pack,
             "segmentation": _label_definition(spec), "opencv": cv2.__version__,
+            **({"detection": spec.detection.model_dump(mode="json")} if spec.detection else {}),
             "engine": _engine_sources()}
 
 

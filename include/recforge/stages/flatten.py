@@ -8,6 +8,8 @@ from the key alone), and provenance (source key, ETag) is kept.
 
 Segmentation: image/mask pairs by the spec's pair rule or pair list
 (``recforge.segmentation.pairs``); every object that pairs with nothing is quarantined.
+
+Detection: images with their VOC or COCO annotations (``recforge.detection.sources``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import logging
 
 from recforge import quarantine, storage
+from recforge.detection.sources import flatten_coco, flatten_voc
 from recforge.errors import SourceEmpty
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
@@ -54,14 +57,20 @@ def flatten(run: Run) -> dict:
     rows = storage.read_jsonl(run.ingested)
     if run.spec.task == "segmentation":
         items, refused = flatten_pairs(rows, run)
+    elif run.spec.task == "detection":
+        items, refused = flatten_annotated(rows, run)
     else:
         items, refused = flatten_keys(rows)
     storage.write_jsonl(run.items, items)
     storage.put_bytes(run.stage_quarantine("flatten"), quarantine.dumps(refused))
-    classes = sorted({i["class_name"] for i in items if i.get("class_name")})
-    log.info("flatten: %d items%s, %d quarantined", len(items),
-             f" in {len(classes)} classes" if classes else "", len(refused))
-    return {"items": len(items), "classes": len(classes), "quarantined": len(refused)}
+    classes = sorted({i["class_name"] for i in items if i.get("class_name")} |
+                     {o[0] for i in items for o in i.get("objects", ())})
+    parts = sum(1 for e in refused if e.is_part)
+    log.info("flatten: %d items%s, %d quarantined%s", len(items),
+             f" in {len(classes)} classes" if classes else "", len(refused) - parts,
+             f" and {parts} annotated object(s) refused" if parts else "")
+    return {"items": len(items), "classes": len(classes), "quarantined": len(refused) - parts,
+            **({"objects_refused": parts} if parts else {})}
 
 
 def flatten_pairs(rows: list[dict], run: Run) -> tuple[list[dict], list[QuarantineEntry]]:
@@ -77,4 +86,21 @@ def flatten_pairs(rows: list[dict], run: Run) -> tuple[list[dict], list[Quaranti
     if not items:
         raise SourceEmpty(f"no image/mask pairs under {run.spec.source.uri}; check the {how} "
                           "against the quarantine report")
+    return items, refused
+
+
+def flatten_annotated(rows: list[dict], run: Run) -> tuple[list[dict], list[QuarantineEntry]]:
+    """Detection: images with their VOC or COCO annotations (``recforge.detection.sources``);
+    the COCO files used are kept for merge's accounting."""
+    spec = run.spec
+    if spec.source.layout == "voc":
+        items, refused = flatten_voc(rows, spec)
+        used: list[str] = []
+    else:
+        items, refused, used = flatten_coco(rows, spec)
+    storage.write_json(run.annotation_files, {"used": used})
+    if not items:
+        raise SourceEmpty(f"no annotated image under {spec.source.uri} ({spec.source.layout} "
+                          "layout); check the layout against docs/detection.md and the "
+                          "quarantine report")
     return items, refused

@@ -1,8 +1,9 @@
 """The ``ingest`` task: list the source prefix and decide which objects are candidate images.
 
 Writes the full source manifest (every listed object: key, size, ETag) and the accepted
-subset; hidden files, empty objects, unsafe keys and non-image extensions are quarantined
-here with their reason. The listing is paginated, so prefixes of any size work.
+subset; hidden files, empty objects, unsafe keys and non-image extensions (a detection
+source's annotation files excepted) are quarantined here with their reason. The listing is
+paginated, so prefixes of any size work.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import posixpath
 
 from recforge import quarantine, storage
+from recforge.detection.sources import annotation_extensions
 from recforge.errors import SourceEmpty
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
@@ -62,10 +64,12 @@ def classify_object(key: str, size: int, extensions: tuple[str, ...]) -> Quarant
 def ingest(run: Run) -> dict:
     spec = run.spec
     listed, accepted, refused = [], [], []
+    # detection: the annotation files are inputs too (flatten checks where they lie)
+    extensions = spec.source.extensions + annotation_extensions(spec.source.layout)
     for obj in storage.list_objects(spec.source.uri):
         row = {"key": obj.key, "size": obj.size, "etag": obj.etag}
         listed.append(row)
-        entry = classify_object(obj.key, obj.size, spec.source.extensions)
+        entry = classify_object(obj.key, obj.size, extensions)
         (refused.append(entry) if entry else accepted.append(row))
         if len(listed) % 10_000 == 0:
             log.info("ingest: listed %d objects so far", len(listed))

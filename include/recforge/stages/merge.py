@@ -13,8 +13,9 @@ The small files (``.idx``, ``.lst``, ``records.jsonl``) stream through a shard a
 minutes of round trips on S3); no list of records is ever held, and the accounting keeps
 one set of keys. The counts must
 reconcile exactly — every listed object is packed (the keys each record accounts for: its
-image, and its mask) or quarantined, once — or the run fails here, before anything can be
-published.
+image, its mask, its VOC annotation; a COCO file that flatten used) or quarantined, once —
+or the run fails here, before anything can be published. A refused object of an annotation
+(an entry with a ``part``) is reported, not accounted: its image is.
 
 ``checksums.json``, written last, lists every file merge wrote into ``out/``: a composed
 ``.rec`` as its parts in order (each shard's size and SHA-256 as pack computed them when it
@@ -41,7 +42,8 @@ from recforge.progress import Progress
 from recforge.run import Run
 
 log = logging.getLogger(__name__)
-ACCOUNTED_KEYS = ("source_key", "mask_key")  # the source objects one record stands for
+# the source objects one record stands for: its image, its mask, its VOC annotation
+ACCOUNTED_KEYS = ("source_key", "mask_key", "annotation_key")
 READ_THREADS = 8  # shards' small files read at once: ~6 GETs a shard, ~1,000 shards at scale
 
 
@@ -256,7 +258,11 @@ def merge(run: Run) -> dict:
         checksums[names.RECORDS] = records.digest()
         _upload_and_drop(tmp / names.RECORDS, run.out)
     for e in entries:
-        accounting.account(e.source_key, refused=True)
+        if not e.is_part:  # a refused object of an annotation: its image is accounted
+            accounting.account(e.source_key, refused=True)
+    if storage.exists(run.annotation_files):  # COCO files: each read whole, used by many
+        for key in storage.read_json(run.annotation_files)["used"]:
+            accounting.account(key)
     listing = hashlib.sha256()
     counts = accounting.finish(_listed_keys(run.source_manifest, listing))
     # the listing travels with the dataset, so `recforge check` can account per object later
@@ -266,8 +272,12 @@ def merge(run: Run) -> dict:
     _put(run, names.CLASSES, storage.json_bytes(storage.read_json(run.classes)), checksums)
     _put(run, names.QUARANTINE, quarantine.dumps(sorted(entries, key=lambda e: e.source_key)),
          checksums)
+    parts = [e for e in entries if e.is_part]
     summary = {**counts, "splits": per_split,
-               "quarantined_by_reason": dict(Counter(e.reason for e in entries)),
+               "quarantined_by_reason": dict(Counter(e.reason for e in entries
+                                                     if not e.is_part)),
+               **({"objects_quarantined": len(parts), "objects_quarantined_by_reason":
+                   dict(Counter(e.reason for e in parts))} if parts else {}),
                **run_changes(run)}
     _put(run, names.SUMMARY, storage.json_bytes(summary), checksums)
     cache_keys = run.output(names.CACHE_KEYS)  # split's record of the shard cache, if any

@@ -9,7 +9,7 @@ however large the shard. Undecodable, truncated, corrupt or oversized images go 
 shard's quarantine list with the reason; the shard never fails because of one bad image.
 The shard is checked structurally before upload, and ``shard.json`` (uploaded last) records
 each file's size and SHA-256, which merge composes from and publish verifies against. A
-classification shard's files live in its cache entry (``shard.json``'s ``files_at``);
+classification or detection shard's files live in its cache entry (``shard.json``'s ``files_at``);
 segmentation shards upload theirs beside ``shard.json``. Outputs go under deterministic
 names, so a retried shard overwrites itself.
 """
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from recforge import crash_isolation, phash, quarantine, storage
+from recforge.detection.records import DetectionLabels
 from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
@@ -36,16 +37,22 @@ from recforge.run import Run
 from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
 
 log = logging.getLogger(__name__)
+# (row, source bytes, record image) → (label, extra manifest fields, refused annotation parts)
+Labeller = Callable[[dict, bytes, EncodedImage], tuple[float | list[float], dict,
+                                                       list[QuarantineEntry]]]
 # what a classification shard's cache entry holds (its home: merge composes from there)
 CACHED_FILES = names.shard_files()
 
 
 def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
                stage: str = "pack", fetch_threads: int = 8,
-               processor: Callable[[bytes], EncodedImage] | None = None) -> dict:
+               processor: Callable[[bytes], EncodedImage] | None = None,
+               labels: Labeller | None = None) -> dict:
     """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output.
     ``processor`` (default: ``imaging.process`` in this process) turns source bytes into
-    the record image; an ``IsolatedProcessor`` runs it in a child process."""
+    the record image; an ``IsolatedProcessor`` runs it in a child process. ``labels``
+    (default: the row's class id) gives a record's label, its extra manifest fields and
+    the parts of its annotation it refused (``detection.records.DetectionLabels``)."""
     refused: list[QuarantineEntry] = []
     manifest: list[dict] = []
     progress = Progress(f"{stage} {workdir.name}", len(rows), log)
@@ -61,32 +68,40 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                 if isinstance(data, Exception):
                     raise ImageRejected(*quarantine.fetch_reason(data))
                 img = processor(data) if processor is not None else process(data, opts)
+                label, extra, parts = (labels(row, data, img) if labels is not None
+                                       else (float(row["label"]), {}, []))
             except ImageRejected as exc:
                 refused.append(QuarantineEntry(key, stage, exc.reason, exc.detail))
+                if row.get("annotation_key"):  # its VOC file goes with it, as a mask does
+                    refused.append(QuarantineEntry(row["annotation_key"], stage, exc.reason,
+                                                   f"the annotation of {key}: {exc.detail}"))
+                refused += getattr(exc, "parts", [])
                 log.warning("quarantined %s: %s (%s)", key, exc.reason, exc.detail)
                 continue
-            payload = recordio.pack_image_record(float(row["label"]), row["record_key"], img.data)
+            refused += parts
+            payload = recordio.pack_image_record(label, row["record_key"], img.data)
             offset = writer.write(row["record_key"], payload)
-            lst.write(names.lst_line(row["record_key"], row["label"], row["name"]))
+            lst.write(names.lst_line(row["record_key"], label, row["name"]))
             manifest.append({
                 "key": row["record_key"], "split": row["split"], "offset": offset,
                 "length": len(payload), "height": img.height, "width": img.width,
-                "channels": img.channels, "label": row["label"], "class_name": row["class_name"],
+                "channels": img.channels, "label": label, "class_name": row.get("class_name"),
                 "name": row["name"], "source_key": key, "source_etag": row["etag"],
                 "source_sha256": hashlib.sha256(data).hexdigest(), "decode_status": "ok",
-                "phash": phash.dhash_encoded(img.data),
+                "phash": phash.dhash_encoded(img.data), **extra,
             })
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)
     (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
     return {"packed": len(manifest), "quarantined": len(refused)}
 
 
-def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str) -> int:
+def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str,
+                detection: bool = False) -> int:
     """The structural check of the shard just written (header-only scan of ``part.rec``
     against ``part.idx``/``.lst``, labels, ids; the mask stream's alignment): a shard that
     fails it is never uploaded, so merge can compose shards without reading them."""
     part = names.SHARD_PART
-    report = validate_split(work, part, num_classes)
+    report = validate_split(work, part, num_classes, detection)
     fails = report.failures
     if masks:
         fails += validate_mask_split(work, part, check_pixels=False)
@@ -99,8 +114,9 @@ def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str)
 def describe_shard(run: Run, shard_id: str, work: Path, masks: bool) -> dict:
     """Check the shard in ``work`` and return its ``shard.json``: record count and each
     file's size and SHA-256 (merge composes from them, publish verifies against them)."""
-    records = check_shard(work, storage.read_json(run.classes).get("num_classes"), masks,
-                          shard_id)
+    classes = storage.read_json(run.classes)
+    records = check_shard(work, classes.get("num_classes"), masks, shard_id,
+                          classes.get("task") == "detection")
     return {"shard": shard_id, "records": records, "masks": masks,
             "files": {name: storage.file_digest(work / name)
                       for name in names.shard_files(masks=masks)}}
@@ -155,13 +171,21 @@ def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
     return {"shard": shard_id, **counts}
 
 
+def labeller(run: Run, opts: PackOptions) -> Labeller | None:
+    """What labels the spec's records: the row's class id (None), or for detection the
+    annotation's boxes checked against the image (``detection.records``)."""
+    if run.spec.task != "detection":
+        return None
+    return DetectionLabels(storage.read_json(run.classes)["ids"], run.spec.detection, opts)
+
+
 def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
                 isolated: bool = False) -> dict:
-    """Classification through the shard cache (``recforge.incremental.cache``): the shard's
-    bytes live in its cache entry and the run's ``shard.json`` points there (``files_at``).
-    An unchanged shard that verifies costs nothing more (``reused``); a changed one is
-    built from the previous shards' chunks, packing only the chunks that changed, and
-    uploaded as its entry."""
+    """Classification and detection through the shard cache (``recforge.incremental.cache``):
+    the shard's bytes live in its cache entry and the run's ``shard.json`` points there
+    (``files_at``). An unchanged shard that verifies costs nothing more (``reused``); a
+    changed one is built from the previous shards' chunks, packing only the chunks that
+    changed, and uploaded as its entry."""
     reused = cache.reuse_shard(run, rows, CACHED_FILES)
     if reused is not None:
         meta, counts = reused["meta"], {**reused["counts"], "reused": True}
@@ -170,11 +194,12 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
                  counts["packed"])
     else:
         opts = PackOptions.from_spec(run.spec.pack)
+        labels = labeller(run, opts)
         with contextlib.ExitStack() as stack:
             processor = (stack.enter_context(crash_isolation.IsolatedProcessor(opts))
                          if isolated else None)
             counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
-                chunk, run.spec.source.uri, opts, d, processor=processor))
+                chunk, run.spec.source.uri, opts, d, processor=processor, labels=labels))
         meta = describe_shard(run, shard_id, work, masks=False)
         entry = cache.write_entry(run, rows, work, CACHED_FILES, meta, counts)
         log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,

@@ -5,6 +5,9 @@ point: existing ids never change, new classes are appended (sorted by name). A c
 vanished fails the run — silently shifting ids would corrupt every model fine-tuned on the
 old ids — unless ``labels.allow_renumbering`` is set, which renumbers from scratch.
 
+Detection: the same, over the class names of the annotated objects (or
+``detection.classes``, whose order numbers a first version).
+
 Segmentation: the classes come from the label definition (colour map / id map); a class list
 that differs from the published one would silently change what every mask value means, so
 it fails the run unless ``labels.allow_renumbering`` is set.
@@ -53,15 +56,25 @@ def remap_labels(run: Run) -> dict:
     """``classes.json`` for the run (``run.classes``), checked against the published one."""
     if run.spec.task == "segmentation":
         return _segmentation_classes(run)
-    items = storage.read_jsonl(run.items)
-    names = {i["class_name"] for i in items}
+    detection = run.spec.task == "detection"
+    given = run.spec.detection.classes if detection else None
+    if detection:
+        names = set(given) if given is not None else \
+            {o[0] for i in storage.iter_jsonl(run.items) for o in i["objects"]}
+    else:
+        names = {i["class_name"] for i in storage.iter_jsonl(run.items)}
     if not names:
-        raise LabelMapError("no class has any image; nothing to pack")
+        raise LabelMapError("no class has any image; nothing to pack" if not detection else
+                            "no annotated object names a class; nothing to pack")
     published = releases.previous_classes(run.spec)
     prev_version, previous = (published[0], published[1]["classes"]) if published \
         else (None, None)
-    classes = remap(names, previous, run.spec.labels.allow_renumbering)
-    storage.write_json(run.classes, classes_document(classes, prev_version))
+    if given is not None and not previous:
+        classes = list(given)  # the spec's order numbers a first version
+    else:
+        classes = remap(names, previous, run.spec.labels.allow_renumbering)
+    doc = classes_document(classes, prev_version)
+    storage.write_json(run.classes, {**doc, "task": "detection"} if detection else doc)
     log.info("labels: %d classes (previous version: %s)", len(classes), prev_version or "none")
     return {"num_classes": len(classes), "based_on_version": prev_version}
 

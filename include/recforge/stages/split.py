@@ -89,6 +89,8 @@ def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_rati
         # json.loads makes new key strings per row: interned, every row shares one of each
         row = {sys.intern(k): v for k, v in item.items()}
         row.update(split=split, label=label)
+        if "objects" in row:  # detection: the ids its boxes get (part of the cache key)
+            row["object_ids"] = [ids[o[0]] for o in row["objects"]]
         if isinstance(row.get("class_name"), str):
             row["class_name"] = shared.setdefault(row["class_name"], row["class_name"])
         if row.get("name") == row["source_key"]:

@@ -1,0 +1,123 @@
+"""Boxes stay on their objects' pixels: solid boxes of known colours, packed through the real
+stages (local source and target), under resizes and every EXIF orientation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recforge import storage
+from recforge.detection.boxes import coco_box, orient, voc_box
+from recforge.format import names
+from tests.common.detection import (
+    COLOURS,
+    DISPLAY,
+    boxed_image,
+    build,
+    coco_document,
+    colour_box,
+    pixel_boxes,
+    put_all,
+    records,
+    spec,
+    voc_xml,
+)
+
+BOXES = [("red", 10, 12, 90, 70), ("green", 120, 30, 200, 150), ("blue", 30, 100, 70, 190)]
+W, H = 240, 200
+
+
+def _classes(run) -> list[str]:
+    return storage.read_json(storage.join(run.out, names.CLASSES))["classes"]
+
+
+def _check_on_pixels(img, label, classes, tolerance_px: float):
+    for cls, x0, y0, x1, y1 in pixel_boxes(img, label):
+        found = colour_box(img, COLOURS[classes[cls]])
+        assert found is not None, classes[cls]
+        assert np.allclose((x0, y0, x1, y1), found, atol=tolerance_px), (classes[cls], found)
+        inner = img[int(y0) + 2:int(y1) - 2, int(x0) + 2:int(x1) - 2].reshape(-1, 3)
+        assert np.abs(inner.astype(int) - COLOURS[classes[cls]]).max(axis=1).mean() < 40
+
+
+def test_voc_conventions():
+    assert voc_box(1, 1, 10, 20, origin=1) == (0, 0, 10, 20)
+    assert voc_box(0, 0, 9, 19, origin=0) == (0, 0, 10, 20)
+    assert coco_box(5.5, 2, 10, 3) == (5.5, 2, 15.5, 5)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_orient_moves_a_box_as_the_pixels_move(orientation):
+    stored = np.zeros((20, 30), np.uint8)
+    stored[2:8, 3:12] = 1  # box (3, 2, 12, 8) of a 30 x 20 image
+    shown = DISPLAY[orientation](stored[..., None])[..., 0]
+    ys, xs = np.nonzero(shown)
+    h, w = shown.shape
+    want = (xs.min() / w, ys.min() / h, (xs.max() + 1) / w, (ys.max() + 1) / h)
+    assert np.allclose(orient((3 / 30, 2 / 20, 12 / 30, 8 / 20), orientation), want)
+
+
+@pytest.mark.parametrize("resize", [0, 100, 333])
+def test_voc_boxes_within_a_pixel_and_on_their_colour(tmp_path, resize):
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    put_all(src, {"JPEGImages/a.jpg": boxed_image(W, H, BOXES),
+                  "Annotations/a.xml": voc_xml(W, H, BOXES)})
+    run = build(spec(src, pub, **{"pack.resize": resize, "pack.upscale": True}))
+    img, label = records(run.out)["JPEGImages/a.jpg"]
+    scale = img.shape[1] / W
+    # against the source annotation, in source pixels: within 1 px
+    classes = _classes(run)
+    got = sorted((classes[c], x0 / scale, y0 / scale, x1 / scale, y1 / scale)
+                 for c, x0, y0, x1, y1 in pixel_boxes(img, label))
+    for (n, *box), (m, *want) in zip(got, sorted(BOXES), strict=True):
+        assert n == m and np.allclose(box, want, atol=1.0)
+    _check_on_pixels(img, label, classes, tolerance_px=max(1.5, 1.5 * scale))
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_rotated_boxes_follow_the_pixels(tmp_path, orientation):
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    put_all(src, {"JPEGImages/r.jpg": boxed_image(W, H, BOXES, orientation=orientation),
+                  "Annotations/r.xml": voc_xml(W, H, BOXES)})  # boxes as stored
+    run = build(spec(src, pub))
+    img, label = records(run.out)["JPEGImages/r.jpg"]
+    assert img.shape[:2] == ((W, H) if orientation >= 5 else (H, W))
+    _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
+
+
+def test_displayed_frame_annotations_are_kept(tmp_path):
+    """box_frame: displayed: the boxes were drawn on the rotated image; they are not turned."""
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    stored = boxed_image(W, H, BOXES, orientation=6)
+    shown_boxes = [(n, H - y1, x0, H - y0, x1) for n, x0, y0, x1, y1 in BOXES]
+    put_all(src, {"JPEGImages/r.jpg": stored,
+                  "Annotations/r.xml": voc_xml(H, W, shown_boxes)})
+    run = build(spec(src, pub, **{"detection.box_frame": "displayed"}))
+    img, label = records(run.out)["JPEGImages/r.jpg"]
+    _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
+
+
+def test_displayed_size_with_stored_frame_is_named(tmp_path):
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    put_all(src, {"JPEGImages/r.jpg": boxed_image(W, H, BOXES, orientation=6),
+                  "Annotations/r.xml": voc_xml(H, W, BOXES[:1]),
+                  "JPEGImages/ok.jpg": boxed_image(W, H, BOXES),
+                  "Annotations/ok.xml": voc_xml(W, H, BOXES)})
+    run = build(spec(src, pub))
+    entries = [json.loads(x) for x in storage.get_bytes(
+        storage.join(run.out, names.QUARANTINE)).splitlines()]
+    frame = [e for e in entries if e["reason"] == "annotation_frame"]
+    assert {e["source_key"] for e in frame} == {"JPEGImages/r.jpg", "Annotations/r.xml"}
+    assert "box_frame: displayed" in frame[0]["fix"]
+
+
+def test_coco_boxes_on_their_colour(tmp_path):
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    put_all(src, {"images/a.jpg": boxed_image(W, H, BOXES),
+                  "annotations/instances.json": coco_document([("a.jpg", W, H, BOXES)])})
+    run = build(spec(src, pub, layout="coco", **{"pack.resize": 120}))
+    img, label = records(run.out)["images/a.jpg"]
+    _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
+    assert _classes(run) == sorted(n for n, *_ in BOXES)
