@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, sys, time
 t0 = time.monotonic()
+KINDS = ("classification", "segmentation", "detection")
 from airflow.models import DagBag
 bag = DagBag(sys.argv[1])  # examples are off: AIRFLOW__CORE__LOAD_EXAMPLES=False
 heavy = sorted(m for m in ("mxnet", "cv2", "great_expectations", "boto3", "numpy")
@@ -31,7 +32,7 @@ for dag_id, dag in bag.dags.items():
                             "default": dag.params.get_param(k).value,
                             "description": dag.params.get_param(k).description or ""}
                        for k in dag.params},
-        "kind": next((t for t in dag.tags if t in ("classification", "segmentation")), None),
+        "kind": next((t for t in dag.tags if t in KINDS), None),
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "pool": t.pool, "per_run": t.max_active_tis_per_dagrun,
                               "downstream": sorted(t.downstream_task_ids),
@@ -151,7 +152,7 @@ def test_tasks_are_the_stage_table_in_order(both_kinds):
         assert sorted(dag["tasks"]) == sorted(chain), dag_id
         for a, b in zip(chain, chain[1:], strict=False):
             assert dag["tasks"][a]["downstream"] == [b], (dag_id, a, b)
-    assert kinds == {"classification", "segmentation"}
+    assert kinds == {"classification", "segmentation", "detection"}
 
 
 def test_each_dag_documents_its_dataset(both_kinds):

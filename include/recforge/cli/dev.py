@@ -7,12 +7,14 @@ from pathlib import Path
 
 from recforge.errors import needs_extra
 
+DEMO_SPECS = {"classification": "demo_classification", "detection": "demo_detection"}
+
 
 def _demo(args) -> int:
     with needs_extra("recforge demo", "dev", "airflow"):  # moto, the sample photos, the DAG
         from recforge.dev.demo import run_demo
 
-    return run_demo(Path(args.repo), port=args.port, per_class=args.per_class)
+    return run_demo(Path(args.repo), port=args.port, per_class=args.per_class, task=args.task)
 
 
 def _dev_s3(args) -> int:
@@ -36,6 +38,16 @@ def _dev_s3(args) -> int:
 
 
 def _sample_data(args) -> int:
+    if args.task == "detection":
+        from recforge.dev import detection_sample as sample
+
+        with needs_extra("recforge sample-data", "dev"):
+            n = sample.upload(args.uri, args.layout, args.per_class, args.seed)
+        bad = len(sample.BAD_OBJECTS[args.layout])
+        print(f"wrote {n} objects ({args.layout} layout: {args.per_class + 1} annotated scenes "
+              f"of {len(sample.OBJECT_PHOTOS)} classes, {bad} deliberately bad objects, "
+              f"{len(sample.BAD_PARTS)} bad boxes) to {args.uri}")
+        return 0
     from recforge.dev import sampledata
 
     with needs_extra("recforge sample-data", "dev"):  # the photos come from scikit-image
@@ -57,8 +69,13 @@ def register(sub) -> None:
 
     p = sub.add_parser("sample-data", help="write the generated sample dataset to a URI")
     p.add_argument("uri", help="s3://bucket/prefix or a local folder")
+    p.add_argument("--task", choices=["classification", "detection"], default="classification",
+                   help="classification: class folders of photos; detection: scenes with "
+                   "known boxes and their annotations (default classification)")
+    p.add_argument("--layout", choices=["voc", "coco"], default="voc",
+                   help="detection: write Pascal VOC or COCO annotations (default voc)")
     p.add_argument("--per-class", type=int, default=40,
-                   help="photos per class (default 40; 14 classes)")
+                   help="photos per class (default 40; 14 classes); detection: scenes")
     p.add_argument("--seed", type=int, default=0, help="random seed of the variants")
     p.set_defaults(func=_sample_data)
 
@@ -71,6 +88,7 @@ def register(sub) -> None:
         epilog="examples:\n"
         "  recforge demo                  # local S3 server on 127.0.0.1:9000\n"
         "  recforge demo --port 9100      # when 9000 is taken\n"
+        "  recforge demo --task detection # the Pascal VOC detection sample instead\n"
         "  make stop-demo                 # stop the server it leaves running\n"
         "                                 # (recforge dev-s3 stop --state-dir .demo)")
     p.add_argument("--repo", default=".", help="repository root (holds dags/ and include/; "
@@ -78,5 +96,8 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=9000,
                    help="loopback port of the local S3 server (default 9000)")
     p.add_argument("--per-class", type=int, default=40,
-                   help="sample images per class (default 40; 14 classes)")
+                   help="sample images per class (default 40; 14 classes); detection: scenes")
+    p.add_argument("--task", choices=sorted(DEMO_SPECS), default="classification",
+                   help="which demo spec runs: demo_classification (default) or "
+                   "demo_detection (VOC scenes with known boxes)")
     p.set_defaults(func=_demo)

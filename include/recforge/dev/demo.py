@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from recforge import releases, storage
-from recforge.dev import s3server, sampledata
+from recforge.dev import detection_sample, s3server, sampledata
 from recforge.format import names
 from recforge.orchestration import pools
 from recforge.spec import load_spec
@@ -73,9 +73,11 @@ def run_dag_test(dag_id: str, env: dict, conf: dict | None = None,
     return ok, proc.stdout
 
 
-def run_demo(repo: Path, port: int = 9000, per_class: int = 40) -> int:
+def run_demo(repo: Path, port: int = 9000, per_class: int = 40,
+             task: str = "classification") -> int:
     """The embedded default end to end: local S3 server, sample data, the real DAG via
-    ``airflow dags test``; prints where the dataset was published. Returns an exit code."""
+    ``airflow dags test``; prints where the dataset was published. Returns an exit code.
+    ``task`` detection runs ``demo_detection`` on the VOC sample instead."""
     repo = Path(repo).resolve()
     state = repo / ".demo"
     if os.environ.get("AWS_ENDPOINT_URL"):
@@ -91,13 +93,18 @@ def run_demo(repo: Path, port: int = 9000, per_class: int = 40) -> int:
               f"{endpoint} (state in {state})")
         local_server = True
 
-    spec = load_spec(repo / "include" / "datasets" / f"{DEMO_SPEC}.yaml")
+    name = DEMO_SPEC if task == "classification" else "demo_detection"
+    spec = load_spec(repo / "include" / "datasets" / f"{name}.yaml")
     storage.ensure_bucket(spec.source.uri)
     storage.ensure_bucket(spec.publish.uri)
     storage.delete_prefix(spec.source.uri)
-    n = sampledata.upload(spec.source.uri, per_class=per_class)
-    print(f"uploaded {n} sample objects ({len(sampledata.BAD_OBJECTS)} deliberately bad) "
-          f"to {spec.source.uri}")
+    if task == "detection":
+        n = detection_sample.upload(spec.source.uri, spec.source.layout, count=per_class)
+        bad = len(detection_sample.BAD_OBJECTS[spec.source.layout])
+    else:
+        n = sampledata.upload(spec.source.uri, per_class=per_class)
+        bad = len(sampledata.BAD_OBJECTS)
+    print(f"uploaded {n} sample objects ({bad} deliberately bad) to {spec.source.uri}")
 
     print(f"running the DAG: airflow dags test {spec.dag_id} (log: .demo/dag_test.log) ...")
     ok, output = run_dag_test(spec.dag_id, airflow_env(repo), log_path=state / "dag_test.log")
