@@ -6,10 +6,14 @@ as columns; the expectations of :mod:`recforge.quality.suites` then check those 
 every verdict and its offending rows appear in Data Docs.
 
 Every fact is a vectorised column operation on the compact frame
-:func:`recforge.quality.inputs.read_records` builds (no per-row Python at ImageNet size), and
+:func:`recforge.quality.inputs.read_manifest` builds (no per-row Python at ImageNet size), and
 the near-duplicate search keeps only the closest partner per record
 (:func:`recforge.phash.nearest_across`). A check whose severity is ``off`` costs nothing
 here: the near-duplicate search, the expensive one, is not run at all.
+
+A detection dataset gets one more table, ``objects``: one row per object of the records'
+label arrays (numeric columns only: the record's split and key, the object's row in the
+label, its class id and box, the box's size in stored pixels, area share and aspect).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from recforge.quality.inputs import (
     VERIFY_COLUMNS,
     GateInputs,
     compact_identities,
+    detection_labels,
+    holds_label_arrays,
     is_text,
     phash_columns,
 )
@@ -34,30 +40,52 @@ if TYPE_CHECKING:
 # object columns that hold strings (or None) by construction: not scanned for lists
 SCALAR_COLUMNS = frozenset({"split", "class_name", "decode_status", "source_key", "source_etag",
                             "source_sha256", "record", "expected_class_name", "near_dup_of",
-                            "rec_status", "mask_key", "name"})
+                            "rec_status", "mask_key", "name", "annotation_key"})
+
+
+def is_detection(inputs: GateInputs, task: str) -> bool:
+    """``task: detection``, or a manifest whose labels are label arrays (as a manifest with
+    mask columns gets the mask check)."""
+    import pandas as pd
+
+    rec = inputs.records
+    if task == "detection" or inputs.objects is not None:
+        return True
+    if isinstance(rec, pd.DataFrame):
+        return "label_values" in rec.columns or (
+            "label" in rec.columns and holds_label_arrays(rec["label"]))
+    return any(isinstance(r.get("label"), list | tuple) for r in rec)
 
 
 def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classification"
                  ) -> dict[str, pd.DataFrame]:
     """The tables the suites check, with the cross-row facts computed as columns.
 
-    ``inputs.records`` given as a frame gets the fact columns added in place (no copy)."""
-    rec = _records(inputs)
+    ``inputs.records`` given as a frame gets the fact columns added in place (no copy). A
+    detection dataset also gets the ``objects`` table (:func:`_objects_frame`)."""
+    detection = is_detection(inputs, task)
+    rec = _records(inputs, detection)
     _offset_facts(rec, inputs)
-    _label_facts(rec, inputs, quality, task)
+    objects = None
+    if detection:
+        objects = _detection_facts(rec, inputs, quality)
+    else:
+        _label_facts(rec, inputs, quality, task)
     _content_facts(rec, quality)
     _mask_facts(rec, task)
     nested = _nested_columns(rec)
     frames = {"splits": _splits_frame(inputs, rec),
-              "sources": _sources_frame(inputs, rec),
-              "classes": _classes_frame(inputs, rec, quality, task)}
-    for col in [*nested, "phash_u64", "phash_ok"]:  # in place: a drop() would copy the frame
-        if col in rec.columns:
+              "sources": _sources_frame(inputs, rec, detection),
+              "classes": _classes_frame(inputs, rec, quality, task, objects)}
+    if objects is not None:
+        frames["objects"] = objects
+    for col in [*nested, "phash_u64", "phash_ok", "label_hash"]:  # in place: a drop()
+        if col in rec.columns:                                      # would copy the frame
             del rec[col]
     return {"records": rec, **frames}
 
 
-def _records(inputs: GateInputs) -> pd.DataFrame:
+def _records(inputs: GateInputs, detection: bool = False) -> pd.DataFrame:
     """The record manifest as a frame with every column the suites read (absent ones
     filled with their missing value), identities compacted as ``inputs`` loads them."""
     import numpy as np
@@ -69,12 +97,17 @@ def _records(inputs: GateInputs) -> pd.DataFrame:
     if "phash" in rec.columns and "phash_ok" not in rec.columns:
         rec["phash_u64"], rec["phash_ok"] = phash_columns(rec.pop("phash"))
     compact_identities(rec)  # rows given as dicts: SHA-256 and ETags as numbers, as loaded
+    if detection and "label_values" not in rec.columns:  # rows given as dicts: as loaded
+        cols, inputs.objects = detection_labels(
+            rec.pop("label") if "label" in rec.columns else [None] * len(rec))
+        for col, values in cols.items():
+            rec[col] = values
     for col, default in (("key", np.nan), ("split", None), ("offset", np.nan),
                          ("length", np.nan), ("height", np.nan), ("width", np.nan),
                          ("channels", np.nan), ("label", np.nan), ("class_name", None),
                          ("source_key", None),
                          ("decode_status", None)):
-        if col not in rec.columns:
+        if col not in rec.columns and not (detection and col == "label"):
             rec[col] = default
     for col in VERIFY_COLUMNS:
         if col not in rec.columns:
@@ -133,6 +166,45 @@ def _label_facts(rec: pd.DataFrame, inputs: GateInputs, quality: QualitySpec,
         rec["mask_values_ok"] = rec["mask_values"].map(
             lambda vs: None if vs is None or (isinstance(vs, float) and math.isnan(vs))
             else set(int(v) for v in vs) <= allowed)
+
+
+def _detection_facts(rec: pd.DataFrame, inputs: GateInputs, quality: QualitySpec
+                     ) -> pd.DataFrame:
+    """Items 3, 14 and 15 for detection: the records keep their label's layout columns
+    (``inputs.DETECTION_COLUMNS``); the objects table gets the record's split and key and
+    each box's size in stored pixels (the label's width and height), its share of the image
+    and its aspect ratio. A box that is not inside [0, 1] with xmin < xmax and ymin < ymax
+    is item 3's failure: its size facts stay null, so items 14 and 15 do not count it."""
+    import numpy as np
+    import pandas as pd
+
+    from recforge.quality.inputs import OBJECT_COLUMNS
+
+    objects = inputs.objects
+    if objects is None:
+        objects = pd.DataFrame({c: np.empty(0, np.int64 if c == "row" else np.float32)
+                                for c in OBJECT_COLUMNS})
+    row = objects["row"].to_numpy(np.int64)
+    # the objects table is the checked frame: its own, so the inputs' stays as loaded
+    obj = pd.DataFrame({"split": rec["split"].to_numpy(object)[row],
+                        "key": rec["key"].to_numpy()[row],
+                        "object": objects["object"].to_numpy(np.int32)})
+    for c in OBJECT_COLUMNS[2:]:
+        obj[c] = objects[c].to_numpy(np.float32)
+    cls = obj["class_id"].to_numpy(np.float32)
+    obj["class_id_is_integer"] = cls == np.floor(cls)
+    x0, y0, x1, y1 = (obj[c].to_numpy(np.float32) for c in ("xmin", "ymin", "xmax", "ymax"))
+    valid = (x0 >= 0) & (y0 >= 0) & (x1 <= 1) & (y1 <= 1) & (x0 < x1) & (y0 < y1)
+    width = rec["label_width"].to_numpy(np.float32)[row]
+    height = rec["label_height"].to_numpy(np.float32)[row]
+    nan = np.float32(np.nan)
+    bw = np.where(valid, (x1 - x0) * width, nan)
+    bh = np.where(valid, (y1 - y0) * height, nan)
+    obj["box_width_px"], obj["box_height_px"] = bw, bh
+    obj["box_min_side_px"] = np.minimum(bw, bh)
+    obj["area_fraction"] = np.where(valid, (x1 - x0) * (y1 - y0), nan)
+    obj["aspect"] = np.where(valid, bw / np.where(valid, bh, 1), nan).astype(np.float32)
+    return obj
 
 
 def _content_facts(rec: pd.DataFrame, quality: QualitySpec) -> None:
@@ -247,25 +319,49 @@ def _near_duplicates(rec: pd.DataFrame, threshold: int) -> None:
                                    + rec["source_key"].astype(str).to_numpy(object)[p])
 
 
-def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
-    """Item 5: one row per listed object (plus any packed/quarantined key not listed)."""
+# detection (COCO): an annotation file under annotations/, read whole by flatten and used by
+# many records; a listed one that is not quarantined was used (merge accounts it so)
+ANNOTATION_FOLDER = "annotations/"
+ANNOTATION_SUFFIX = ".json"
+
+
+def is_annotation_file(key: str) -> bool:
+    """A COCO annotation file: ``annotations/<name>.json`` (relative to the source prefix)."""
+    return isinstance(key, str) and key.startswith(ANNOTATION_FOLDER) \
+        and key.lower().endswith(ANNOTATION_SUFFIX)
+
+
+def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = False
+                   ) -> pd.DataFrame:
+    """Item 5: one row per listed object (plus any packed/quarantined key not listed).
+
+    A record accounts for its image (``source_key``), its mask (``mask_key``) and its VOC
+    annotation (``annotation_key``); a quarantine entry with a ``part`` refuses one object
+    of an annotation, not a listed object, and is not counted; for a detection dataset a
+    listed COCO annotation file that is not quarantined counts as ``used``."""
     import pandas as pd
 
     packed = rec["source_key"].value_counts()
-    if "mask_key" in rec.columns:  # segmentation: a record also packs its mask's source object
-        packed = packed.add(rec["mask_key"].dropna().value_counts(), fill_value=0)
-    refused = pd.Series([q.get("source_key") for q in inputs.quarantine],
-                        dtype=object).value_counts()
+    for col in ("mask_key", "annotation_key"):  # a record also packs its mask, its annotation
+        if col in rec.columns:
+            packed = packed.add(rec[col].dropna().value_counts(), fill_value=0)
+    refused = pd.Series([q.get("source_key") for q in inputs.quarantine
+                         if q.get("part") is None], dtype=object).value_counts()
     if inputs.sources is None:
         # no listing: reconcile the totals in summary.json (no per-object evidence)
-        listed = (inputs.summary or {}).get("listed")
+        summary = inputs.summary or {}
+        listed = summary.get("listed")
         if listed is None:
             return pd.DataFrame(columns=["source_key", "listed", "packed", "quarantined",
-                                         "accounted", "etag_matches"])
-        total = int(packed.sum()) + int(refused.sum())
+                                         "used", "accounted", "etag_matches"])
+        used = 0
+        if detection and summary.get("packed") is not None:
+            # the annotation files merge accounted as used: no manifest names them
+            used = max(0, int(summary["packed"]) - int(packed.sum()))
+        total = int(packed.sum()) + int(refused.sum()) + used
         return pd.DataFrame([{
             "source_key": "(totals from summary.json)", "listed": True,
-            "packed": int(packed.sum()), "quarantined": int(refused.sum()),
+            "packed": int(packed.sum()), "quarantined": int(refused.sum()), "used": used,
             "accounted": 1 + total - int(listed), "etag_matches": None,
             "listed_total": int(listed)}])
     listing = inputs.sources
@@ -279,7 +375,11 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
     df["listed"] = df["source_key"].isin(listing["key"])
     df["packed"] = df["source_key"].map(packed).fillna(0).astype(int)
     df["quarantined"] = df["source_key"].map(refused).fillna(0).astype(int)
-    df["accounted"] = df["packed"] + df["quarantined"]
+    df["used"] = 0
+    if detection:
+        df["used"] = (df["listed"] & (df["quarantined"] == 0)
+                      & df["source_key"].map(is_annotation_file)).astype(int)
+    df["accounted"] = df["packed"] + df["quarantined"] + df["used"]
     if "etag" in listing.columns and "source_etag" in rec.columns:
         if is_text(listing["etag"]):  # rows given as dicts
             listing = listing[["key", "etag"]].copy()
@@ -298,22 +398,33 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame) -> pd.DataFrame:
 
 
 def _classes_frame(inputs: GateInputs, rec: pd.DataFrame, quality: QualitySpec,
-                   task: str) -> pd.DataFrame:
-    """Item 11: per class, its count (segmentation: pixels) and its ratio to the largest."""
+                   task: str, objects: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Item 11: per class, its count (segmentation: pixels; detection: objects) and its
+    ratio to the largest."""
+    import numpy as np
     import pandas as pd
 
     names = (inputs.classes or {}).get("classes") or []
-    part = rec
-    if quality.class_balance_split and quality.class_balance_split in set(rec["split"]):
-        part = rec[rec["split"] == quality.class_balance_split]
-    if task == "segmentation" and "class_pixels" in rec.columns:
-        counts: dict[int, float] = {}
+    split = quality.class_balance_split
+    if split and split not in set(rec["split"]):
+        split = None  # no such split: all splits together
+    counts: dict[int, float] = {}
+    if objects is not None:
+        cls = objects["class_id"].to_numpy(np.float32)
+        if split:
+            cls = cls[objects["split"].to_numpy(object) == split]
+        cls = cls[(cls == np.floor(cls)) & (cls >= 0)].astype(np.int64)
+        counts = {k: float(v) for k, v in enumerate(np.bincount(cls)) if v}
+        unit = "objects"
+    elif task == "segmentation" and "class_pixels" in rec.columns:
+        part = rec[rec["split"] == split] if split else rec
         for cp in part["class_pixels"].dropna():
             for k, v in cp.items():
                 if int(k) != quality.ignore_label:  # ignored pixels are no class
                     counts[int(k)] = counts.get(int(k), 0) + float(v)
         unit = "pixels"
     else:
+        part = rec[rec["split"] == split] if split else rec
         labels = pd.to_numeric(part["label"], errors="coerce").dropna()
         counts = {int(k): float(v) for k, v in labels.value_counts().items() if k == int(k)}
         unit = "records"

@@ -31,9 +31,17 @@ SITE_NAME = "recforge"
 MAX_EVIDENCE = 5
 MAX_TEXT = 240  # characters per observed value or evidence line (the result stays small)
 SUITE_PREFIX = "checklist"
-# the column that names a row in each frame: shown for unexpected rows in Data Docs
-ROW_ID = {"records": "record", "sources": "source_key", "classes": "class_name",
-          "splits": "split"}
+# the column(s) that name a row in each frame: shown for unexpected rows in Data Docs (an
+# object of a detection record is named by its record's split and key and its place in the
+# label: numbers, not one string per object)
+ROW_ID: dict[str, str | tuple[str, ...]] = {
+    "records": "record", "sources": "source_key", "classes": "class_name", "splits": "split",
+    "objects": ("split", "key", "object")}
+
+
+def _row_id_columns(frame: str | None) -> list[str]:
+    cols = ROW_ID.get(frame) if frame is not None else None
+    return [] if cols is None else [cols] if isinstance(cols, str) else list(cols)
 
 
 def _context(docs_dir: Path):
@@ -89,7 +97,7 @@ def validate_plans(frames: dict[str, pd.DataFrame], plans: list[Planned], docs_d
             gx.ValidationDefinition(name=f"{SUITE_PREFIX}-{frame}", data=batch, suite=suite))
         result_format = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
         if frame in ROW_ID:
-            result_format["unexpected_index_column_names"] = [ROW_ID[frame]]
+            result_format["unexpected_index_column_names"] = _row_id_columns(frame)
         data = _checked_columns(frames[frame], [p for p in plans if p.frame == frame])
         results[frame] = vd.run(batch_parameters={"dataframe": data}, run_id=run_id,
                                 result_format=result_format)
@@ -108,7 +116,7 @@ def _checked_columns(df: pd.DataFrame, plans: list[Planned]) -> pd.DataFrame:
         needed |= {getattr(e, a, None) for a in ("column", "column_A", "column_B")}
         needed |= set(getattr(e, "column_list", None) or ())
     frame = plans[0].frame if plans else None
-    needed.add(ROW_ID.get(frame))
+    needed |= set(_row_id_columns(frame))
     cols = [c for c in df.columns if c in needed]
     return df if len(cols) == len(df.columns) else df[cols]
 
@@ -116,6 +124,11 @@ def _checked_columns(df: pd.DataFrame, plans: list[Planned]) -> pd.DataFrame:
 def _row_label(frame: str, df: pd.DataFrame, ref) -> str:
     """Name an unexpected row: GX gives ``{id column: value, checked columns: values}``."""
     if isinstance(ref, dict):
+        if frame == "objects":  # train/12 object 0: the record and the object's row in its label
+            ids = ("split", "key", "object")
+            ident = f"{ref.get('split', '?')}/{ref.get('key', '?')} object {ref.get('object', '?')}"
+            values = ", ".join(f"{k}={_short(v)}" for k, v in ref.items() if k not in ids)
+            return f"{ident} [{values}]" if values else ident
         id_col = ROW_ID.get(frame)
         ident = ref.get(id_col, "?")
         values = ", ".join(f"{k}={_short(v)}" for k, v in ref.items() if k != id_col)
@@ -174,6 +187,8 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
                            f"{r.summary_records:g}" for r in s.itertuples())
         return (f"{dup} duplicate keys, {order} offsets out of order, {mism} .idx mismatches; "
                 f"manifest/idx/summary: {counts}")
+    if name == "labels" and "objects" in frames:
+        return _observed_boxes(rec, frames["objects"], num_classes)
     if name == "labels":
         import pandas as pd
 
@@ -203,9 +218,11 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         lost = int((src["accounted"] == 0).sum())
         twice = int((src["accounted"] > 1).sum())
         unlisted = int((~src["listed"]).sum())
+        used = int(src["used"].sum()) if "used" in src else 0
         return (f"listed {int(src['listed'].sum())}, packed {int(src['packed'].sum())}, "
-                f"quarantined {int(src['quarantined'].sum())}; {lost} unaccounted, {twice} "
-                f"counted twice, {unlisted} not listed")
+                f"quarantined {int(src['quarantined'].sum())}"
+                + (f", {used} annotation files used" if used else "")
+                + f"; {lost} unaccounted, {twice} counted twice, {unlisted} not listed")
     if name == "class_balance":
         cls = frames["classes"]
         if cls.empty:
@@ -229,6 +246,26 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         size = int((rec["mask_size_ok"] == False).sum())  # noqa: E712  (None = no mask)
         key = int((rec["mask_record_key"].notna() & (rec["mask_record_key"] != rec["key"])).sum())
         return f"{missing} missing masks, {size} size mismatches, {key} key mismatches"
+    if name == "objects_per_image":
+        n = rec["label_objects"].dropna()
+        if n.empty:
+            return "no records with a readable label"
+        empty = int((n == 0).sum())
+        return (f"objects per image {n.min():g}..{n.max():g} (mean {n.mean():.2f}); {empty} of "
+                f"{len(n)} images without an object ({empty / len(n):.1%}, at most "
+                f"{quality.max_empty_share:.1%})")
+    if name == "box_size":
+        obj = frames["objects"]
+        side, aspect = obj["box_min_side_px"].dropna(), obj["aspect"].dropna()
+        if side.empty:
+            return "no valid boxes"
+        a = quality.max_box_aspect
+        tiny = int((side < quality.min_box_side_px).sum())
+        wide = int(((aspect < 1 / a) | (aspect > a)).sum())
+        return (f"{tiny} of {len(side)} boxes under {quality.min_box_side_px:g} px "
+                f"({tiny / len(side):.1%}), {wide} with aspect beyond {a:g} "
+                f"({wide / len(side):.1%}); at most {quality.max_tiny_box_share:.1%} each; "
+                f"smallest side {side.min():.3g} px")
     lb, lsum = frames.get("loader_batches"), frames.get("loader")
     if name == "loader_dtype":
         return (f"{len(lb)} batches; types {sorted(lb['type'].dropna().unique())}, dtypes "
@@ -245,6 +282,27 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         return (f"{ips:.1f} images/s, " + ("read bandwidth not measured" if math.isnan(mbs)
                                            else f"{mbs:.1f} MB/s read"))
     return ""
+
+
+def _observed_boxes(rec: pd.DataFrame, obj: pd.DataFrame, num_classes: int | None) -> str:
+    """Item 3's line for detection: records whose label array is malformed, objects whose
+    class or box is not valid."""
+    import numpy as np
+
+    layout = (rec["label_values"].notna() & rec["label_objects"].isna()) \
+        | ~rec["label_padding_ok"].astype(bool)
+    size = (rec["label_width"] != rec["width"]) | (rec["label_height"] != rec["height"])
+    bad_layout = int(layout.sum())
+    bad_size = int((size & rec["label_objects"].notna()).sum())
+    cls = obj["class_id"].to_numpy(np.float32)
+    bad_cls = ~(cls == np.floor(cls)) | (cls < 0)
+    if num_classes:
+        bad_cls |= cls >= num_classes
+    bad_box = int(obj["box_min_side_px"].isna().sum())
+    return (f"{bad_layout} of {len(rec)} label arrays malformed, {bad_size} with another image "
+            f"size; {int(bad_cls.sum())} of {len(obj)} objects with a class id outside "
+            f"[0, {num_classes}), {bad_box} with a box not inside [0, 1] with xmin < xmax "
+            "and ymin < ymax")
 
 
 def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:

@@ -8,8 +8,11 @@ read into :class:`GateInputs` by :func:`load_inputs`; and, for a sample of recor
 
 At ImageNet size and beyond nothing is held as one Python dict per record: the manifest and
 the listing are streamed (:func:`recforge.storage.iter_jsonl`) in chunks into compact
-columns (:func:`read_records`): low-cardinality strings share one object per value, the dHash
-becomes a uint64 column, and the ``.idx`` files become two int64 arrays per split.
+columns (:func:`read_manifest`): low-cardinality strings share one object per value, the dHash
+becomes a uint64 column, and the ``.idx`` files become two int64 arrays per split. A
+detection record's label array (``recforge.format.detection_label``) becomes a few numeric
+columns of its record and one row per object in a numeric objects table
+(:func:`detection_labels`), never a Python list per record.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ class GateInputs:
     # split → .idx entries: (key, offset) tuples, or (keys, offsets) int64 arrays
     idx: dict[str, list[tuple[int, int]] | tuple] | None = None
     rec_uris: dict[str, str] = field(default_factory=dict)  # split → .rec URI (decode sample)
+    # detection: one row per object of the records' label arrays (OBJECT_COLUMNS; ``row`` is
+    # the record's position in ``records``), as read_manifest builds it; None: built from
+    # the records' ``label`` lists
+    objects: pd.DataFrame | None = None
 
 
 def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) -> GateInputs:
@@ -70,8 +77,9 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
             local = Path(tmp) / names.idx(split)
             storage.download(storage.join(prefix, names.idx(split)), local)
             idx[split] = _idx_arrays(local)
+    records, objects = read_manifest(storage.join(prefix, names.RECORDS))
     return GateInputs(
-        records=read_records(storage.join(prefix, names.RECORDS)),
+        records=records, objects=objects,
         quarantine=(storage.read_jsonl(storage.join(prefix, names.QUARANTINE))
                     if names.QUARANTINE in present else []),
         sources=sources, classes=opt_json(names.CLASSES), summary=opt_json(names.SUMMARY),
@@ -105,22 +113,37 @@ def _idx_arrays(path: Path):
 
 
 def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """:func:`read_manifest`'s records frame (a detection manifest's objects left out)."""
+    return read_manifest(uri, columns)[0]
+
+
+def read_manifest(uri: str, columns: tuple[str, ...] | None = None
+                  ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """A JSON-lines manifest as one compact frame, streamed: ``RECORD_CHUNK`` rows are dicts
     at a time. ``columns`` keeps only those; the dHash (``phash``) becomes ``phash_u64``
     (uint64) and ``phash_ok``; ``SHARED_STRINGS`` hold one string object per distinct value.
-    Chunks are joined column by column, so the peak is the frame plus one column."""
+    Chunks are joined column by column, so the peak is the frame plus one column.
+
+    Label arrays (detection) become ``DETECTION_COLUMNS`` of the records and the objects
+    table returned second (:func:`detection_labels`); None when no label is an array."""
     import numpy as np
     import pandas as pd
 
     shared: dict = {}
     parts: list[tuple[int, dict]] = []
+    object_parts: list[pd.DataFrame] = []
     batch: list[dict] = []
+    start = 0
 
     def flush():
-        df = _compact(pd.DataFrame(batch), columns, shared)
+        nonlocal start
+        df, objects = _compact(pd.DataFrame(batch), columns, shared, start)
+        if objects is not None:
+            object_parts.append(objects)
         # copies: a column's array can be a view of its chunk's 2D block, which would keep
         # the dropped and converted columns' strings alive (1 KB a record at 1.28 M)
         parts.append((len(df), {c: df[c].array.copy() for c in df.columns}))
+        start += len(df)
         batch.clear()
 
     for row in storage.iter_jsonl(uri):
@@ -143,10 +166,18 @@ def read_records(uri: str, columns: tuple[str, ...] | None = None) -> pd.DataFra
     if "phash_ok" in frame:
         frame["phash_ok"] = frame["phash_ok"].fillna(False).astype(bool)
         frame["phash_u64"] = frame["phash_u64"].fillna(0).astype("uint64")
-    return frame
+    objects = None
+    if object_parts:
+        objects = pd.concat(object_parts, ignore_index=True) if len(object_parts) > 1 \
+            else object_parts[0]
+        for col, default in DETECTION_DEFAULTS.items():  # chunks of scalar labels only
+            if col in frame:
+                frame[col] = frame[col].fillna(default).astype(type(default))
+    return frame, objects
 
 
-def _compact(df: pd.DataFrame, columns, shared: dict) -> pd.DataFrame:
+def _compact(df: pd.DataFrame, columns, shared: dict, start: int = 0
+             ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     import numpy as np
 
     if columns is not None:
@@ -161,7 +192,136 @@ def _compact(df: pd.DataFrame, columns, shared: dict) -> pd.DataFrame:
     if "phash" in df.columns:
         df["phash_u64"], df["phash_ok"] = phash_columns(df.pop("phash"))
     compact_identities(df)
-    return df
+    objects = None
+    if "label" in df.columns and holds_label_arrays(df["label"]):
+        cols, objects = detection_labels(df.pop("label"), start)
+        for col, values in cols.items():
+            df[col] = values
+    return df, objects
+
+
+# detection: a record's label array as columns of its record (label_hash: a 64-bit hash of
+# the label's float32 values, which the .rec header holds; label_whole: 4 + 6k values,
+# k >= 1; label_objects: its objects, padding not counted; NaN where the layout is wrong)
+DETECTION_COLUMNS = ("label_values", "label_a", "label_b", "label_width", "label_height",
+                     "label_whole", "label_finite", "label_padding_ok", "label_objects",
+                     "label_hash")
+# the missing value of the boolean columns: a chunk whose labels hold no array at all
+DETECTION_DEFAULTS = {"label_whole": False, "label_finite": True, "label_padding_ok": True}
+# one row per object: the record's row, the object's row in the label (0-based, padding
+# included), and its six values as float32, as the .rec header stores them
+OBJECT_COLUMNS = ("row", "object", "class_id", "xmin", "ymin", "xmax", "ymax", "difficult")
+
+
+def holds_label_arrays(column: pd.Series) -> bool:
+    """Whether a label column holds arrays (detection), not one number per record."""
+    import numpy as np
+
+    return column.dtype == object and bool(
+        column.map(lambda v: isinstance(v, list | tuple | np.ndarray)).any())
+
+
+def label_hash(values) -> int:
+    """A label's 64-bit hash over its float32 values (the manifest's and the header's agree
+    exactly when the header holds the manifest's label)."""
+    import hashlib
+
+    import numpy as np
+
+    data = np.asarray(values, "<f4").tobytes()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def detection_labels(labels, start: int = 0) -> tuple[dict, pd.DataFrame]:
+    """Detection label arrays → (``DETECTION_COLUMNS`` as arrays, the objects table).
+
+    ``labels`` holds one label per record (a list of floats; a number or a missing value is
+    no array and fails the layout); ``start`` is the first record's row. Mirrors
+    ``recforge.format.detection_label.problem``: a label whose layout is wrong (header,
+    length, non-finite values, image size) yields no objects, and a row of six -1s is
+    padding, not an object. Vectorised over one flat float array per chunk."""
+    import hashlib
+    import itertools
+
+    import numpy as np
+    import pandas as pd
+
+    from recforge.format import detection_label as dl
+
+    def as_list(v):
+        if isinstance(v, list | tuple):
+            return v
+        if isinstance(v, np.ndarray):
+            return v.ravel().tolist()
+        if isinstance(v, int | float | np.number) and not isinstance(v, bool) \
+                and not (isinstance(v, float) and np.isnan(v)):
+            return [v]  # a class label: a layout failure, reported as one
+        return None
+
+    seq = [as_list(v) for v in (labels.tolist() if hasattr(labels, "tolist") else labels)]
+    n = len(seq)
+    present = np.fromiter((v is not None for v in seq), bool, n)
+    sizes = np.fromiter((len(v) if v is not None else 0 for v in seq), np.int64, n)
+    total = int(sizes.sum())
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(v for v in seq if v is not None),
+                           np.float64, total)
+    except (TypeError, ValueError):  # a value that is no number: NaN, a layout failure
+        flat = np.array([_number(x) for v in seq if v is not None for x in v], np.float64)
+    flat = flat.astype(np.float32).astype(np.float64)  # what the .rec header holds
+    starts = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    owner = np.repeat(np.arange(n), sizes)
+    pos = np.arange(total) - starts[owner]
+
+    def at(i: int):
+        out = np.full(n, np.nan)
+        ok = sizes > i
+        out[ok] = flat[starts[ok] + i]
+        return out
+
+    a, b, w, h = (at(i) for i in range(dl.HEADER_WIDTH))
+    hw, ow = dl.HEADER_WIDTH, dl.OBJECT_WIDTH
+    whole = (sizes >= hw + ow) & ((sizes - hw) % ow == 0)
+    finite = np.bincount(owner[~np.isfinite(flat)], minlength=n) == 0
+    with np.errstate(invalid="ignore"):
+        layout = (whole & (a == hw) & (b == ow) & finite & (w >= 1) & (h >= 1)
+                  & (w == np.floor(w)) & (h == np.floor(h)))
+    in_object = layout[owner] & (pos >= hw)
+    rows = flat[in_object].reshape(-1, ow)
+    row_of = owner[in_object][::ow]
+    index = (pos[in_object][::ow] - hw) // ow
+    pad = (rows == -1).all(axis=1)
+    per_record = np.bincount(row_of, minlength=n)
+    pads = np.bincount(row_of[pad], minlength=n)
+    data = memoryview(flat.astype("<f4").tobytes())
+    ends = (starts + sizes) * 4
+    digests = b"".join(hashlib.blake2b(data[s:e], digest_size=8).digest()
+                       for s, e in zip((starts * 4).tolist(), ends.tolist(), strict=True))
+    hashes = np.frombuffer(digests, "<u8").astype(np.uint64)
+    cols = {
+        "label_values": np.where(present, sizes, np.nan).astype(np.float32),
+        "label_a": a.astype(np.float32), "label_b": b.astype(np.float32),
+        "label_width": w.astype(np.float32), "label_height": h.astype(np.float32),
+        "label_whole": whole | ~present,  # a missing label: reported as missing
+        "label_finite": finite,
+        "label_padding_ok": ~((pads > 0) & (per_record > 1)),
+        "label_objects": np.where(layout, per_record - pads, np.nan).astype(np.float32),
+        "label_hash": pd.arrays.IntegerArray(hashes, ~present),
+    }
+    keep = ~pad
+    objects = pd.DataFrame({"row": (row_of[keep] + start).astype(np.int64),
+                            "object": index[keep].astype(np.int32)})
+    for j, name in enumerate(dl.FIELDS):
+        objects[name] = rows[keep, j].astype(np.float32)
+    return cols, objects
+
+
+def _number(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def is_text(column: pd.Series) -> bool:
@@ -285,9 +445,16 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
         except recordio.RecordIOError as exc:  # read, and wrong: the record is bad
             log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
             return "bad_record", False, None, None
-        label = header.label[0] if isinstance(header.label, tuple) else header.label
         id_ok = header.id == int(row["key"])
-        label_ok = _label_equal(label, row.get("label"))
+        if "label_hash" in records.columns:  # detection: the header holds the label array
+            import pandas as pd
+
+            expected = row["label_hash"]
+            got = header.label if isinstance(header.label, tuple) else [header.label]
+            label_ok = not pd.isna(expected) and label_hash(got) == int(expected)
+        else:
+            label = header.label[0] if isinstance(header.label, tuple) else header.label
+            label_ok = _label_equal(label, row.get("label"))
         try:
             img = cv2.imdecode(np.frombuffer(img_bytes, np.uint8), cv2.IMREAD_UNCHANGED)
         except cv2.error:

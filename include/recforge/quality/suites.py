@@ -1,9 +1,10 @@
-"""The expectation plans: checklist items 1-13 as GX expectations, tagged with their check.
+"""The expectation plans: checklist items 1-15 as GX expectations, tagged with their check.
 
 Each checklist item is one named check (``recforge.spec.quality.CHECKS``): an expectation or a
 small group tagged ``meta.check``, with a severity from :class:`QualitySpec` (``fail`` blocks
 publishing, ``warn`` is reported, ``off`` plans nothing). Items 6-10 check the loader
-benchmark's results, which :func:`loader_frames` turns into two frames. Planning only builds
+benchmark's results, which :func:`loader_frames` turns into two frames; items 14 and 15 and
+the box half of item 3 check a detection dataset's ``objects`` frame. Planning only builds
 the expectations (and says why a check is not run); :mod:`recforge.quality.gx` runs them.
 """
 
@@ -13,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from recforge.spec.quality import CHECK_BY_NAME, QualitySpec
+from recforge.spec.quality import CHECK_BY_NAME, DETECTION_CHECKS, QualitySpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,15 +95,19 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
             gxe.ExpectColumnPairValuesToBeEqual, column_A="manifest_records",
             column_B="summary_records", ignore_row_if="neither")
     # 3 labels
-    add("records", "labels", "label present", gxe.ExpectColumnValuesToNotBeNull, column="label")
-    add("records", "labels", "label is an integer", gxe.ExpectColumnValuesToBeInSet,
-        column="label_is_integer", value_set=[True])
-    if num_classes:
-        add("records", "labels", f"label in [0, {num_classes})",
-            gxe.ExpectColumnValuesToBeBetween, column="label", min_value=0,
-            max_value=num_classes - 1)
+    if "objects" in frames:
+        _plan_detection_labels(add, rec, num_classes, not_run)
     else:
-        not_run["labels"] = "no classes.json: integer check only, range not checked"
+        add("records", "labels", "label present", gxe.ExpectColumnValuesToNotBeNull,
+            column="label")
+        add("records", "labels", "label is an integer", gxe.ExpectColumnValuesToBeInSet,
+            column="label_is_integer", value_set=[True])
+        if num_classes:
+            add("records", "labels", f"label in [0, {num_classes})",
+                gxe.ExpectColumnValuesToBeBetween, column="label", min_value=0,
+                max_value=num_classes - 1)
+        else:
+            not_run["labels"] = "no classes.json: integer check only, range not checked"
     if "expected_class_name" in rec.columns:
         add("records", "labels", "class_name is classes.json's name for the label",
             gxe.ExpectColumnPairValuesToBeEqual, column_A="class_name",
@@ -181,7 +186,91 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
             column="mask_size_ok", value_set=[True])
     else:
         not_run["masks"] = "not a segmentation dataset"
+    # 14, 15 objects per image, box size
+    if "objects" in frames:
+        _plan_detection_counts(add, quality)
+    else:
+        for name in DETECTION_CHECKS:
+            not_run[name] = "not a detection dataset"
     return plans, not_run
+
+
+def _share(share: float) -> float:
+    """GX's ``mostly`` for "at most ``share`` of the rows may be unexpected"."""
+    return round(1.0 - share, 12)
+
+
+def _plan_detection_labels(add, rec: pd.DataFrame, num_classes: int | None,
+                           not_run: dict[str, str]) -> None:
+    """Item 3 for detection: each record's label array has recforge's layout
+    (``recforge.format.detection_label``), and each object a known class and a box inside
+    [0, 1] with xmin < xmax and ymin < ymax."""
+    import great_expectations.expectations as gxe
+
+    from recforge.format import detection_label as dl
+
+    hw, ow = dl.HEADER_WIDTH, dl.OBJECT_WIDTH
+    add("records", "labels", "label present", gxe.ExpectColumnValuesToNotBeNull,
+        column="label_values")
+    add("records", "labels", f"label header A = {hw}", gxe.ExpectColumnValuesToBeInSet,
+        column="label_a", value_set=[hw])
+    add("records", "labels", f"label header B = {ow}", gxe.ExpectColumnValuesToBeInSet,
+        column="label_b", value_set=[ow])
+    add("records", "labels", f"label is the header and whole objects ({hw} + {ow}k values, "
+        "k >= 1)", gxe.ExpectColumnValuesToBeInSet, column="label_whole", value_set=[True])
+    add("records", "labels", "label values finite", gxe.ExpectColumnValuesToBeInSet,
+        column="label_finite", value_set=[True])
+    add("records", "labels", "label width equals the record's width",
+        gxe.ExpectColumnPairValuesToBeEqual, column_A="label_width", column_B="width",
+        ignore_row_if="either_value_is_missing")
+    add("records", "labels", "label height equals the record's height",
+        gxe.ExpectColumnPairValuesToBeEqual, column_A="label_height", column_B="height",
+        ignore_row_if="either_value_is_missing")
+    add("records", "labels", "a padding row of -1s only in an image without objects",
+        gxe.ExpectColumnValuesToBeInSet, column="label_padding_ok", value_set=[True])
+    if "num_objects" in rec.columns:
+        add("records", "labels", "num_objects equals the objects in the label",
+            gxe.ExpectColumnPairValuesToBeEqual, column_A="num_objects",
+            column_B="label_objects", ignore_row_if="either_value_is_missing")
+    add("objects", "labels", "class id is an integer", gxe.ExpectColumnValuesToBeInSet,
+        column="class_id_is_integer", value_set=[True])
+    if num_classes:
+        add("objects", "labels", f"class id in [0, {num_classes})",
+            gxe.ExpectColumnValuesToBeBetween, column="class_id", min_value=0,
+            max_value=num_classes - 1)
+    else:
+        add("objects", "labels", "class id >= 0", gxe.ExpectColumnValuesToBeBetween,
+            column="class_id", min_value=0)
+        not_run["labels"] = "no classes.json: class ids >= 0 only, range not checked"
+    for col in ("xmin", "ymin", "xmax", "ymax"):
+        add("objects", "labels", f"{col} in [0, 1]", gxe.ExpectColumnValuesToBeBetween,
+            column=col, min_value=0, max_value=1)
+    add("objects", "labels", "xmax > xmin", gxe.ExpectColumnPairValuesAToBeGreaterThanB,
+        column_A="xmax", column_B="xmin", or_equal=False)
+    add("objects", "labels", "ymax > ymin", gxe.ExpectColumnPairValuesAToBeGreaterThanB,
+        column_A="ymax", column_B="ymin", or_equal=False)
+    add("objects", "labels", "difficult is 0 or 1", gxe.ExpectColumnValuesToBeInSet,
+        column="difficult", value_set=[0, 1])
+
+
+def _plan_detection_counts(add, quality: QualitySpec) -> None:
+    """Items 14 and 15: objects per image, negatives, tiny and extreme boxes."""
+    import great_expectations.expectations as gxe
+
+    lo, hi = quality.min_objects_per_image, quality.max_objects_per_image
+    add("records", "objects_per_image", f"objects per image in [{lo}, {hi}]",
+        gxe.ExpectColumnValuesToBeBetween, column="label_objects", min_value=lo, max_value=hi)
+    empty = quality.max_empty_share
+    add("records", "objects_per_image", f"images without an object <= {empty:g} of all",
+        gxe.ExpectColumnValuesToBeBetween, column="label_objects", min_value=1,
+        mostly=_share(empty))
+    px, tiny, aspect = quality.min_box_side_px, quality.max_tiny_box_share, quality.max_box_aspect
+    add("objects", "box_size", f"boxes under {px:g} px wide or high <= {tiny:g} of all",
+        gxe.ExpectColumnValuesToBeBetween, column="box_min_side_px", min_value=px,
+        mostly=_share(tiny))
+    add("objects", "box_size", f"box aspect (w/h) beyond [1/{aspect:g}, {aspect:g}] <= "
+        f"{tiny:g} of all", gxe.ExpectColumnValuesToBeBetween, column="aspect",
+        min_value=1 / aspect, max_value=aspect, mostly=_share(tiny))
 
 
 # ----------------------------------------------------------------------------- loader (6-10)

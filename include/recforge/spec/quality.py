@@ -28,8 +28,8 @@ class Check:
 CHECKS: tuple[Check, ...] = (
     Check("decode", "1", "every record decodes (0 corrupt)", "fail"),
     Check("index", "2", "unique keys, increasing offsets, .idx/manifest/summary agree", "fail"),
-    Check("labels", "3", "labels are integers in [0, N) (masks: values in 0..N-1 or ignore)",
-          "fail"),
+    Check("labels", "3", "labels are integers in [0, N) (masks: values in 0..N-1 or ignore; "
+          "boxes: class ids in [0, N), inside [0, 1], xmin < xmax, ymin < ymax)", "fail"),
     Check("image_size", "4", "image sizes match the pack options", "fail"),
     Check("sources", "5", "every listed source is packed or quarantined, exactly once", "fail"),
     Check("loader_dtype", "6", "loader batches are float32 NDArrays", "fail"),
@@ -43,10 +43,15 @@ CHECKS: tuple[Check, ...] = (
     Check("split_content", "12b", "no identical content (SHA-256) in two splits", "fail"),
     Check("near_duplicates", "12c", "no near-duplicate (dHash) across splits", "fail"),
     Check("masks", "13", "every image has its mask: same key, same size", "fail"),
+    Check("objects_per_image", "14", "objects per image within limits, images without an "
+          "object (negatives) within their share", "warn"),
+    Check("box_size", "15", "tiny boxes and extreme box aspect ratios within their share",
+          "warn"),
 )
 CHECK_BY_NAME = {c.name: c for c in CHECKS}
 LOADER_CHECKS = ("loader_dtype", "loader_range", "loader_shape", "gpu_memory",
                  "loader_throughput")
+DETECTION_CHECKS = ("objects_per_image", "box_size")  # run for task: detection only
 
 
 class LoaderQuality(StrictModel):
@@ -100,7 +105,40 @@ class QualitySpec(StrictModel):
         None, description="[height, width] every image must have (fixed-shape datasets)"
     )
     ignore_label: int | None = Field(255, description="segmentation mask value to ignore")
+    min_objects_per_image: int = Field(
+        0, ge=0, description="detection: fewest objects an image may have (0: negatives allowed; "
+        "their share is max_empty_share's)",
+    )
+    max_objects_per_image: int = Field(
+        1000, ge=1, description="detection: most objects an image may have",
+    )
+    max_empty_share: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="detection: largest share of images without an object (negatives)",
+    )
+    min_box_side_px: float = Field(
+        4.0, ge=0.0,
+        description="detection: a box whose width or height is under this many pixels of the "
+        "stored image is tiny",
+    )
+    max_tiny_box_share: float = Field(
+        0.05, ge=0.0, le=1.0,
+        description="detection: largest share of tiny boxes; also the largest share of boxes "
+        "whose aspect ratio lies beyond max_box_aspect",
+    )
+    max_box_aspect: float = Field(
+        20.0, ge=1.0,
+        description="detection: a box's width / height (in stored pixels) must lie within "
+        "[1 / max_box_aspect, max_box_aspect]",
+    )
     loader: LoaderQuality = LoaderQuality()
+
+    @model_validator(mode="after")
+    def _objects_range(self) -> QualitySpec:
+        if self.min_objects_per_image > self.max_objects_per_image:
+            raise ValueError(f"min_objects_per_image {self.min_objects_per_image} is above "
+                             f"max_objects_per_image {self.max_objects_per_image}")
+        return self
 
     @field_validator("severity")
     @classmethod
