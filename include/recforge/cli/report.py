@@ -50,8 +50,10 @@ def _show(args) -> int:
     except KeyError as exc:  # str() of a KeyError quotes its message
         print(f"recforge show: error: {exc.args[0]}", file=sys.stderr)
         return 2
-    print(f"wrote {path}: record {r['key']} of split {r['split']}, class "
-          f"{r.get('class_name') or r.get('label')}, from {r.get('source_key') or '?'}")
+    what = (f"{r['num_objects']} object(s)" if "num_objects" in r
+            else f"class {r.get('class_name') or r.get('label')}")
+    print(f"wrote {path}: record {r['key']} of split {r['split']}, {what}, from "
+          f"{r.get('source_key') or '?'}")
     return 0
 
 

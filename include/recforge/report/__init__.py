@@ -1,11 +1,13 @@
 """The dataset report: one self-contained ``report.html`` per version that people look at.
 
 Summary, the checklist (warn shown as warn), charts, a contact sheet per class, mask
-overlays (segmentation), near-duplicate pairs side by side, the quarantine with thumbnails
-and the diff against the previous version — inline CSS, SVG and JPEG thumbnails, no network.
-Floors: ``inputs`` (what a version holds) → ``images`` (thumbnails from ranged reads),
-``charts`` (SVG) and ``advice`` (what a check that did not pass means) → ``diff`` → ``page``
-(the HTML). ``build_report`` is the one entry point.
+overlays (segmentation), boxes drawn per class and refused objects (detection),
+near-duplicate pairs side by side, the quarantine with thumbnails and the diff against the
+previous version — inline CSS, SVG and JPEG thumbnails, no network.
+Floors: ``objects`` (a detection version's boxes in one array) → ``inputs`` (what a version
+holds) → ``images`` (thumbnails from ranged reads, overlays, boxes), ``charts`` (SVG) and
+``advice`` (what a check that did not pass means) → ``diff`` → ``page`` (the HTML).
+``build_report`` is the one entry point.
 """
 
 from recforge.report.page import build_report, render_record

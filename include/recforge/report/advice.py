@@ -15,9 +15,10 @@ ADVICE: dict[str, tuple[str, str]] = {
     "index": ("the .idx, records.jsonl and summary.json disagree, so a reader would seek to "
               "the wrong records",
               "rebuild the version (re-run merge); recforge verify names the bad file"),
-    "labels": ("a label is outside [0, N) or disagrees with classes.json, so the loss would "
-               "index past the classifier",
-               "fix the class folders or classes.json and rebuild"),
+    "labels": ("a label is outside [0, N) or disagrees with classes.json (detection: a label "
+               "array out of layout, or a box outside [0, 1] or inverted), so the loss would "
+               "index past the classifier or train on boxes that cover nothing",
+               "fix the class folders, the annotations or classes.json and rebuild"),
     "image_size": ("some images do not have the size the pack options promise",
                    "check pack.resize and quality.image_shape against the evidence"),
     "sources": ("a listed source object is neither packed nor quarantined, or is counted "
@@ -51,6 +52,14 @@ ADVICE: dict[str, tuple[str, str]] = {
                         "validation scores on them are optimistic",
                         "look at the pairs under Near-duplicates and delete (or rename, so it "
                         "hashes to the other split) one image of each pair that is a copy"),
+    "objects_per_image": ("images hold more objects than quality.max_objects_per_image, or "
+                          "too many hold none, so batches pad or train on empty images",
+                          "check the annotations named in the evidence; raise the limits if "
+                          "the dataset really is like that"),
+    "box_size": ("many boxes are a few pixels wide or extremely thin, which anchors and "
+                 "losses handle badly",
+                 "raise pack.resize or detection.min_box_pixels, relabel the boxes named in "
+                 "the evidence, or relax quality.min_box_side_px"),
     "masks": ("an image has no mask, or its mask has another size",
               "add the missing masks (same key under the masks prefix) at the image's size"),
 }

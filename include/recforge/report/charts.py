@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
+import numpy as np
+
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2")
 
 
@@ -52,19 +54,21 @@ def _y_axis_label(text: str, x: float, top: float, plot_h: float) -> str:
             f'transform="rotate(-90 {x:.1f} {y:.1f})">{escape(text)}</text>')
 
 
-def histogram(title: str, values: list[float], bins: int = 20, unit: str = "",
+def histogram(title: str, values, bins: int = 20, unit: str = "",
               width: int = 420, height: int = 230, y_label: str = "images",
               x_label: str = "") -> str:
-    """A vertical histogram of ``values`` over equal-width bins, its axes labelled."""
+    """A vertical histogram of ``values`` (a list or a numpy array) over equal-width bins,
+    its axes labelled."""
     left, bottom, top, right = 58, 44, 30, 10
-    if not values:
+    arr = np.asarray(values, np.float64).ravel()
+    if not arr.size:
         return f'<p class="muted">{escape(title)}: no data</p>'
-    lo, hi = min(values), max(values)
+    lo, hi = float(arr.min()), float(arr.max())
     if hi == lo:
         hi = lo + 1
-    counts = [0] * bins
-    for v in values:
-        counts[min(int((v - lo) / (hi - lo) * bins), bins - 1)] += 1
+    # one numpy pass (a million box sizes take milliseconds); the maximum is in the last bin
+    counts = np.bincount(np.minimum(((arr - lo) / (hi - lo) * bins).astype(np.int64),
+                                    bins - 1), minlength=bins).tolist()
     peak = max(counts)
     bw = (width - left - right) / bins
     plot_h = height - top - bottom

@@ -19,8 +19,11 @@ from recforge.report.advice import explain, severity_words
 from recforge.report.charts import grouped_bars, histogram, line
 from recforge.report.diff import SHOWN, diff_records
 from recforge.report.images import (
+    box_colors,
+    box_thumbnail,
     data_uri,
     decode,
+    draw_boxes,
     overlay,
     palette,
     payload_of,
@@ -28,6 +31,8 @@ from recforge.report.images import (
     span_of,
 )
 from recforge.report.inputs import Record, ReportInputs, load, read_contents
+from recforge.report.objects import LARGE_PX, SMALL_PX, label_objects, sample
+from recforge.spec.dataset import IMAGE_EXTENSIONS
 from recforge.spec.quality import CHECKS
 
 log = logging.getLogger(__name__)
@@ -41,10 +46,16 @@ PREFETCH_THREADS = 8  # ranged GETs of sampled records in flight at once
 NEAR_DUP_MAX_CANDIDATES = 5_000_000
 QUARANTINE_ROWS = 40
 QUARANTINE_THUMBS = 20
+# detection: per class this many records with their boxes, at this size (the page shows
+# them two abreast); refused objects' source images fetched for a thumbnail at most
+BOX_SAMPLES_PER_CLASS = 4
+BOX_THUMB_PX = 192
+NEGATIVE_SAMPLES = 4
+PART_THUMBS = 20
 # reasons whose source bytes are never decoded for a thumbnail (bombs, nothing to show)
 NO_THUMBNAIL = {"too_many_pixels", "zero_bytes", "unsafe_key", "missing", "read_error",
                 "unsupported_extension", "too_large", "hidden_file", "zero_size",
-                "not_regular_file"}
+                "not_regular_file", "orphan_annotation", "image_missing"}
 MAX_THUMBNAIL_SOURCE = 16 << 20
 STATUS_CLASS = {"passed": "pass", "warning": "warn", "failed": "fail", "not run": "skip",
                 "off": "skip"}
@@ -92,7 +103,10 @@ margin:16px 24px 0;padding:10px 16px;border-radius:6px}.advice{display:block;col
 margin-top:2px}svg .ax{stroke:#9ca3af;stroke-width:1}h3.sub{font-size:14px;margin:14px 0 6px}
 .legend span{display:inline-block;margin:2px 8px 2px 0}.legend i{display:inline-block;width:12px;
 height:12px;margin-right:4px;vertical-align:middle;border:1px solid #0003}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:5px;border:1px solid #0003}
 .charts{display:flex;flex-wrap:wrap;gap:16px}svg .t{font-weight:600;font-size:13px}
+.boxes .figs{grid-template-columns:repeat(2,minmax(0,1fr))}figure.box .img{height:192px}
+figure.box img{max-height:192px}
 svg .l{font-size:11px;fill:#374151}svg .v{font-size:10px;fill:#6b7280}code{font-size:12px}
 """
 
@@ -166,15 +180,19 @@ class _Records:
             return None
 
 
-def _figure(uri: str | None, r, *, big: bool = False, split: bool = False) -> str:
+def _figure(uri: str | None, r, *, big: bool = False, split: bool = False,
+            note: str = "", cls: str = "") -> str:
     """A thumbnail captioned with its source file (``class/…/name.jpg``); the record's
-    split and key show on hover. ``split``: also name the split in the caption."""
+    split and key show on hover (with ``note``). ``split``: also name the split in the
+    caption. ``cls``: the figure's class (``box``: a detection sample)."""
     name = r.get("source_key") or f"record {r.get('key')}"
-    tip = f"{name}\nrecord {r.get('split')}/{r.get('key')}"
+    tip = f"{name}\nrecord {r.get('split')}/{r.get('key')}" + (f"\n{note}" if note else "")
     img = f'<img src="{uri}" alt="{escape(name)}">' if uri else '<span class="muted">—</span>'
     badge = f'<span class="badge">{escape(str(r.get("split")))}</span>' if split else ""
     shown = escape(name).replace("/", "/<wbr>")  # wrap at the folders first
-    return (f'<figure{" class=big" if big else ""} title="{escape(tip)}"><div class="img">'
+    klass = " ".join(c for c in ("big" if big else "", cls) if c)
+    attr = f' class="{klass}"' if klass else ""
+    return (f'<figure{attr} title="{escape(tip)}"><div class="img">'
             f'<span class="at">{img}{badge}</span></div><figcaption>{shown}</figcaption>'
             "</figure>")
 
@@ -235,7 +253,20 @@ def _load_snippet(inp: ReportInputs, where: Where) -> str:
         path_rec, path_idx = rec, idx
     else:
         fetch, path_rec, path_idx = "", storage.join(where.uri, rec), storage.join(where.uri, idx)
-    if inp.segmentation:
+    if inp.detection:
+        objs = inp.objects
+        # a negative's label holds one padding row, so a label has at least one object row
+        most = max(int(objs.per_record.max()) if len(objs.per_record) else 1, 1)
+        pad = 4 + 6 * most  # format.detection_label: header 4, 6 values an object
+        shape = tuple(opts.get("data_shape") or (3, 300, 300))
+        code = (f"{fetch}import mxnet as mx\n"
+                "# label: [4, 6, W, H, (class, xmin, ymin, xmax, ymax, difficult) ...]\n"
+                f"# label_pad_width {pad} = 4 + 6 x {most}, the most objects in one image\n"
+                f"{split} = mx.io.ImageDetRecordIter(\n"
+                f'    path_imgrec="{path_rec}", path_imgidx="{path_idx}",\n'
+                f"    data_shape={shape}, batch_size={batch}, shuffle=True,\n"
+                f"    label_pad_width={pad})")
+    elif inp.segmentation:
         code = (f"{fetch}# and {names.rec(split, mask=True)} / {names.idx(split, mask=True)} "
                 "next to them\n"
                 "from recforge.segmentation.dataset import SegmentationRecordDataset\n"
@@ -273,7 +304,8 @@ def _summary(inp: ReportInputs, where: Where) -> str:
         ("content id", m.get("content_id") or "—"),  # the run's (stages.split), not ours
         ("run", m.get("run_id") or (inp.quality or {}).get("run") or "—"),
         ("built", m.get("published_at") or (inp.bench or {}).get("created_at") or "—"),
-        ("task", m.get("task") or ("segmentation" if inp.segmentation else "classification")),
+        ("task", m.get("task") or ("detection" if inp.detection else "segmentation"
+                                   if inp.segmentation else "classification")),
         ("source", (spec.get("source") or {}).get("uri", "—")),
         ("location", location),
         ("records", ", ".join(f"{k} {v:,}" for k, v in sorted(per_split.items())) or "0"),
@@ -282,6 +314,8 @@ def _summary(inp: ReportInputs, where: Where) -> str:
          f"{s.get('listed', '—'):,} / {s.get('packed', '—'):,} / {s.get('quarantined', '—'):,}"
          if s else "—"),
     ]
+    if inp.detection:
+        rows += _object_rows(inp)
     if sizes:
         ws, hs = sorted(w for w, _ in sizes), sorted(h for _, h in sizes)
         rows.append(("image size (W×H) min / median / max",
@@ -302,6 +336,28 @@ def _summary(inp: ReportInputs, where: Where) -> str:
                     "report.</span>" if storage.is_s3(where.uri) else "")
                  + "</td></tr>")
     return f'<table class="kv">{body}</table>'
+
+
+def _by_reason(counts: dict) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _object_rows(inp: ReportInputs) -> list[tuple[str, str]]:
+    """Summary rows of a detection dataset: its objects, negatives and refused objects."""
+    objs, s = inp.objects, inp.summary
+    negatives = len(objs.negatives())
+    rows = [("objects", f"{objs.count:,} in {objs.images:,} images"
+             + (f", {objs.difficult:,} of them difficult" if objs.difficult else "")),
+            ("negatives (no object)", f"{negatives:,}")]
+    if objs.unreadable:
+        rows.append(("labels not in the detection layout", f"{objs.unreadable:,} records"))
+    parts = [e for e in inp.quarantine if e.get("part")]
+    refused = s.get("objects_quarantined", len(parts))
+    by_reason = s.get("objects_quarantined_by_reason") or Counter(e.get("reason")
+                                                                  for e in parts)
+    rows.append(("objects quarantined", f"{refused:,}" + (f" ({_by_reason(by_reason)})"
+                                                          if refused and by_reason else "")))
+    return rows
 
 
 def _checklist(inp: ReportInputs, docs_href: str | None) -> str:
@@ -348,6 +404,8 @@ def _charts(inp: ReportInputs) -> str:
                  for v in values]
         out.append(grouped_bars("pixels per class (all splits)", label,
                                        {"pixels": [pixels[v] for v in values]}))
+    elif inp.detection:
+        out.append(_object_charts(inp, splits))
     else:
         per = {s: Counter(r.get("class_name") for r in inp.records if r.get("split") == s)
                for s in splits}
@@ -364,6 +422,46 @@ def _charts(inp: ReportInputs) -> str:
     out.append('<div class="charts">' + "".join(row) + "</div>")
     out.append(_loader(inp))
     return "".join(out)
+
+
+def _object_charts(inp: ReportInputs, splits: list[str]) -> str:
+    """Detection: objects per class and split (class balance by objects), objects per
+    image, and box sizes in stored pixels and relative to the image."""
+    objs = inp.objects
+    names_ = inp.class_names
+    ids = objs.class_ids
+    n = max(len(names_), int(ids.max()) + 1 if len(ids) else 0)
+    cats = [names_[i] if i < len(names_) else str(i) for i in range(n)]
+    split_of = np.asarray([names.SPLITS.index(r.get("split")) if r.get("split") in names.SPLITS
+                           else len(names.SPLITS) for r in inp.records], np.int64)
+    object_split = split_of[objs.record] if objs.count else np.zeros(0, np.int64)
+    per = {}
+    for sp in splits:
+        code = names.SPLITS.index(sp) if sp in names.SPLITS else len(names.SPLITS)
+        per[sp] = np.bincount(ids[object_split == code], minlength=n)[:n].tolist()
+    shown = cats[:MAX_CLASSES_SHOWN * 5]
+    bars = grouped_bars(
+        "objects per class and split" + (f" (first {len(shown)} of {len(cats)} classes)"
+                                         if len(shown) < len(cats) else ""),
+        shown, {sp: per[sp][:len(shown)] for sp in splits}) if n else \
+        '<p class="muted">No object in any record.</p>'
+    side = objs.side_px()
+    most = int(objs.per_record.max()) if len(objs.per_record) else 0
+    readable = objs.size[:, 0] > 0
+    row = [histogram("objects per image", objs.per_record[readable], bins=min(20, most + 1),
+                     x_label="objects in the image (0: a negative)"),
+           histogram("box size (stored pixels)", side, unit=" px", y_label="objects",
+                     x_label="√(box area) in pixels of the stored image"),
+           histogram("box size (relative)", objs.relative_side(), y_label="objects",
+                     x_label="√(box area / image area)")]
+    sizes = ""
+    if objs.count:
+        small, large = int((side < SMALL_PX).sum()), int((side > LARGE_PX).sum())
+        sizes = (f'<p>Boxes by COCO\'s size classes (area in stored pixels): small '
+                 f'(&lt; {SMALL_PX}²) <b>{small:,}</b>, medium <b>{objs.count - small - large:,}'
+                 f'</b>, large (&gt; {LARGE_PX}²) <b>{large:,}</b>; median √area '
+                 f'{float(np.median(side)):,.0f} px.</p>')
+    return bars + sizes + '<div class="charts">' + "".join(row) + "</div>"
 
 
 def _loader_runs(bench: dict, threads_label: str) -> tuple[str, list[tuple[int, dict]]]:
@@ -452,8 +550,88 @@ def _loader(inp: ReportInputs) -> str:
     return f'<div id="loader">{"".join(parts)}</div>'
 
 
+def _colors(inp: ReportInputs) -> np.ndarray:
+    return box_colors(max(len(inp.class_names), 1), inp.classes.get("colors"))
+
+
+def _objects_note(objects: np.ndarray, class_names: list[str]) -> str:
+    """What a sample holds, for its hover text: ``3 objects: dog 2, person 1 (1 difficult)``."""
+    if not len(objects):
+        return "no object (a negative)"
+    ids = Counter(int(c) for c in objects[:, 0])
+    named = ", ".join(f"{class_names[c] if c < len(class_names) else c} {k}"
+                      for c, k in sorted(ids.items()))
+    hard = int((objects[:, 5] > 0).sum())
+    return (f"{len(objects)} object{'s' if len(objects) != 1 else ''}: {named}"
+            + (f" ({hard} difficult)" if hard else ""))
+
+
+def _box_samples(inp: ReportInputs, reader: _Records, seed: int) -> str:
+    """Detection: per class a few records holding one of its objects, every box of the record
+    drawn in its class's colour (difficult ones dashed), then a few negatives."""
+    objs = inp.objects
+    names_ = inp.class_names
+    colors = _colors(inp)
+    rng = random.Random(seed)
+    ids = objs.class_ids
+    present = {int(c) for c in np.unique(ids)}
+    order = [c for c in range(len(names_)) if c in present] + \
+        sorted(c for c in present if c >= len(names_))
+    shown = order[:MAX_CLASSES_SHOWN]
+    holding = {c: objs.records_of_class(c) for c in shown}
+    per_class = np.bincount(ids, minlength=max(present, default=0) + 1) if len(ids) else []
+    picks = {c: sample(holding[c], BOX_SAMPLES_PER_CLASS, rng) for c in shown}
+    negatives = sample(objs.negatives(), NEGATIVE_SAMPLES, rng)
+    reader.prefetch([inp.records[i] for rows in picks.values() for i in rows]
+                    + [inp.records[i] for i in negatives])
+
+    def fig(i: int) -> str:
+        r = inp.records[i]
+        img = reader.image(r)
+        boxes = objs.of_record(i)
+        uri = data_uri(draw_boxes(img, boxes, colors, names_, BOX_THUMB_PX), BOX_THUMB_PX) \
+            if img is not None else None
+        return _figure(uri, r, split=r.get("split") != "train", cls="box",
+                       note=_objects_note(boxes, names_))
+
+    def name(c: int) -> str:
+        return names_[c] if c < len(names_) else f"class id {c}"
+
+    blocks = []
+    for c in shown:
+        blocks.append(f'<div class="cls"><h3><i class="swatch" style="background:rgb'
+                      f'{tuple(int(x) for x in colors[c % len(colors)])}"></i>'
+                      f'{escape(name(c))} <span class="muted">({int(per_class[c]):,} objects in '
+                      f'{len(holding[c]):,} images)</span></h3><div class="figs">'
+                      f'{"".join(fig(i) for i in picks[c])}</div></div>')
+    if negatives:
+        blocks.append(f'<div class="cls"><h3>no object <span class="muted">'
+                      f'({len(objs.negatives()):,} negatives)</span></h3><div class="figs">'
+                      f'{"".join(fig(i) for i in negatives)}</div></div>')
+    absent = [n for i, n in enumerate(names_) if i not in present]
+    notes = []
+    if len(order) > len(shown):
+        notes.append(f"{len(order) - len(shown)} more classes not shown.")
+    if absent:
+        notes.append("No object of " + ", ".join(absent[:SHOWN])
+                     + (f" and {len(absent) - SHOWN} more" if len(absent) > SHOWN else "")
+                     + " in any record.")
+    legend = "".join(
+        f'<span><i style="background:rgb{tuple(int(x) for x in colors[c % len(colors)])}"></i>'
+        f"{escape(name(c))}</span>" for c in order)
+    more = "".join(f'<p class="muted">{escape(t)}</p>' for t in notes)
+    return ('<p class="muted">Random records holding an object of each class, with every box '
+            "of the record drawn in its class's colour and named at its corner; difficult "
+            "boxes are dashed. Captions are the source images; a badge marks records not in "
+            "train, and hovering shows the split, record key and objects.</p>"
+            f'<div class="legend">{legend}</div>'
+            f'<div class="sheet classes boxes">{"".join(blocks)}</div>{more}')
+
+
 def _samples(inp: ReportInputs, reader: _Records, seed: int) -> str:
     rng = random.Random(seed)
+    if inp.detection:
+        return _box_samples(inp, reader, seed)
     if inp.segmentation:
         pick = rng.sample(inp.records, min(MASK_SAMPLES, len(inp.records)))
         figs = []
@@ -558,16 +736,49 @@ def _near_duplicates(inp: ReportInputs, reader: _Records) -> str:
     return "".join(out)
 
 
+def _source_of(inp: ReportInputs) -> tuple[str | None, tuple[str, ...], int | None]:
+    """The source prefix quarantined objects are fetched from for thumbnails, the
+    extensions of the images in it, and the decode flags that put the pixels in the frame
+    detection boxes are drawn in (EXIF orientation applied for ``box_frame: displayed``)."""
+    spec = (inp.manifest or {}).get("spec") or {}
+    source = spec.get("source") or {}
+    exts = tuple(x.lower() for x in (source.get("extensions") or IMAGE_EXTENSIONS))
+    flags = None
+    if ((spec.get("detection") or {}).get("box_frame")) == "displayed":
+        import cv2
+
+        flags = cv2.IMREAD_COLOR
+    return source.get("uri"), exts, flags
+
+
 def _quarantine(inp: ReportInputs) -> str:
     q = inp.quarantine
     if not q:
         return '<p class="pass">Nothing was quarantined.</p>'
+    whole = [e for e in q if not e.get("part")]
+    parts = [e for e in q if e.get("part")]
+    source, exts, flags = _source_of(inp)
+
+    def thumbnail_worthy(e: dict) -> bool:  # an image (not an annotation file), not a bomb
+        return bool(source) and e.get("reason") not in NO_THUMBNAIL and \
+            str(e.get("source_key", "")).lower().endswith(exts)
+
+    out = []
+    if whole:
+        out.append(_quarantined_images(whole, source, thumbnail_worthy))
+    else:
+        out.append('<p class="pass">No image was quarantined.</p>')
+    if parts:
+        out.append(_refused_objects(inp, parts, source, flags, thumbnail_worthy))
+    return "".join(out)
+
+
+def _quarantined_images(q: list[dict], source: str | None, thumbnail_worthy) -> str:
     by_reason = Counter(e.get("reason") for e in q)
-    source = (((inp.manifest or {}).get("spec") or {}).get("source") or {}).get("uri")
     rows, thumbs = [], 0
     for e in q[:QUARANTINE_ROWS]:
         thumb = "—"
-        if source and thumbs < QUARANTINE_THUMBS and e.get("reason") not in NO_THUMBNAIL:
+        if thumbs < QUARANTINE_THUMBS and thumbnail_worthy(e):
             thumbs += 1
             try:
                 data = storage.get_bytes(storage.join(source, e["source_key"]))
@@ -585,11 +796,68 @@ def _quarantine(inp: ReportInputs) -> str:
             + "</p>" + _table(["", "object", "stage", "reason", "detail", "fix"], rows) + more)
 
 
+def _refused_objects(inp: ReportInputs, parts: list[dict], source: str | None,
+                     flags: int | None, thumbnail_worthy) -> str:
+    """Detection: the objects of annotations refused while their image was packed (or
+    quarantined above), each with its box drawn on the source image where it decodes."""
+    by_reason = Counter(e.get("reason") for e in parts)
+    total = inp.summary.get("objects_quarantined", len(parts))
+    fetched: dict[str, tuple[np.ndarray, float] | None] = {}  # source key → (small, scale)
+
+    def source_image(key: str) -> tuple[np.ndarray, float] | None:
+        if key in fetched:
+            return fetched[key]
+        if len(fetched) >= PART_THUMBS:
+            return None
+        got = None
+        try:
+            uri = storage.join(source, key)
+            if storage.size_of(uri) <= MAX_THUMBNAIL_SOURCE:
+                img = decode(storage.get_bytes(uri), flags)
+                if img is not None:
+                    small = box_thumbnail(img, None)  # at most THUMB_PX: all that is kept
+                    got = small, small.shape[1] / img.shape[1]
+        except Exception as exc:
+            log.debug("report: no thumbnail for %s: %s", key, exc)
+        fetched[key] = got
+        return got
+
+    rows = []
+    for e in parts[:QUARANTINE_ROWS]:
+        box = e.get("box")
+        box_ok = isinstance(box, (list, tuple)) and len(box) == 4 and \
+            all(isinstance(v, (int, float)) and np.isfinite(v) for v in box)
+        thumb = "—"
+        if thumbnail_worthy(e):
+            got = source_image(e["source_key"])
+            if got is not None:
+                small, scale = got
+                shown = box_thumbnail(small, [v * scale for v in box] if box_ok else None)
+                thumb = f'<img src="{data_uri(shown)}" alt="refused object">'
+        where = (", ".join(f"{v:g}" for v in box) if box_ok
+                 else '<span class="muted">—</span>')
+        rows.append([thumb, f"<code>{escape(e.get('source_key', ''))}</code>",
+                     escape(str(e.get("part"))), where, escape(e.get("stage", "")),
+                     f"<b>{escape(e.get('reason', ''))}</b>",
+                     escape(e.get("detail", "")[:200]), escape(e.get("fix", ""))])
+    more = (f'<p class="muted">{len(parts) - QUARANTINE_ROWS} more in quarantine.jsonl.</p>'
+            if len(parts) > QUARANTINE_ROWS else "")
+    return (f'<h3 class="sub" id="refused-objects">Refused objects</h3><p><b>{total:,}</b> '
+            "object(s) of annotations were refused: each image is packed without them "
+            "(or quarantined above). The box is drawn on the source image as annotated "
+            "(pixels <code>xmin, ymin, xmax, ymax</code>; a grey margin where it reaches "
+            "outside). " + ", ".join(f"{escape(str(k))}: {v}" for k, v in
+                                      by_reason.most_common()) + "</p>"
+            + _table(["", "image", "object", "box (px)", "stage", "reason", "detail", "fix"],
+                     rows) + more)
+
+
 def _diff(inp: ReportInputs, previous: str | None) -> str:
     if not previous:
         return '<p class="muted">No previous version to compare with (first version).</p>'
+    was_objects: Counter | None = Counter() if inp.detection else None
     try:
-        d = diff_records(read_contents(previous), inp.records, previous)
+        d = diff_records(read_contents(previous, was_objects), inp.records, previous)
     except Exception as exc:
         return f'<p class="muted">Previous version {escape(previous)} unreadable: ' \
                f'{escape(str(exc))}</p>'
@@ -602,10 +870,20 @@ def _diff(inp: ReportInputs, previous: str | None) -> str:
                                                     for k in keys[:SHOWN])
                          + (f" … and {len(keys) - SHOWN:,} more" if len(keys) > SHOWN else "")
                          + "</p>")
+    what = "Class counts"
+    if was_objects is not None:  # detection: objects per class, not records
+        names_ = inp.class_names
+        now = Counter(int(c) for c in inp.objects.class_ids)
+        d.class_counts = {names_[c] if c < len(names_) else str(c):
+                          (was_objects.get(c, 0), now.get(c, 0))
+                          for c in sorted(was_objects.keys() | now.keys())}
+        what = "Objects per class"
     changed = [[escape(c), f"{a:,}", f"{b:,}", f"{b - a:+,}"]
                for c, (a, b) in d.class_counts.items() if a != b]
-    parts.append(_table(["class", "before", "now", "change"], changed, {1, 2, 3}) if changed
-                 else '<p class="muted">Class counts unchanged.</p>')
+    head = ["class", "before", "now", "change"] if was_objects is None else \
+        ["class", "objects before", "objects now", "change"]
+    parts.append(_table(head, changed, {1, 2, 3}) if changed
+                 else f'<p class="muted">{what} unchanged.</p>')
     return "".join(parts)
 
 
@@ -670,8 +948,9 @@ def build_report(prefix: str, out_path: str | Path, *, previous: str | None = No
 
 def render_record(prefix: str, key: int, out_png: str | Path,
                   split: str | None = None) -> tuple[Path, Record]:
-    """One record as a PNG (segmentation: with its mask blended over it); returns the PNG and
-    the record's row of ``records.jsonl`` (its ``split``, ``class_name``, ``source_key``)."""
+    """One record as a PNG (segmentation: with its mask blended over it; detection: with its
+    boxes drawn, difficult ones dashed); returns the PNG and the record's row of
+    ``records.jsonl`` (its ``split``, ``class_name``, ``source_key``)."""
     import cv2
 
     inp = load(prefix)
@@ -691,6 +970,9 @@ def render_record(prefix: str, key: int, out_png: str | Path,
     if mask is not None:
         colors = palette(len(inp.class_names), inp.classes.get("colors"))
         img = overlay(img, mask, colors, inp.classes.get("ignore_index"))
+    elif inp.detection:  # its boxes, at the stored size
+        img = draw_boxes(img, label_objects(r.get("label")), _colors(inp), inp.class_names,
+                         px=None)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not cv2.imwrite(str(out), img):
