@@ -108,3 +108,19 @@ def joint_transforms_follow_the_pixels(root: str, split: str, blue: int) -> list
                     "padding_ignored": bool((mask[~real] == 255).all()),
                     "mask_follows": bool(np.array_equal(mask[real], masks[i][ys, xs]))})
     return out
+
+
+def detection_labels(rec: str, idx: str, data_shape: list[int] | None = None) -> dict:
+    """``mx.image.ImageDetIter`` over a detection split, one record per batch, no
+    augmentation: record key → its objects ``[cls, xmin, ymin, xmax, ymax, difficult]`` as
+    the iterator returns them (its -1 padding rows dropped)."""
+    import mxnet as mx
+
+    keys = mx.recordio.MXIndexedRecordIO(idx, rec, "r").keys
+    it = mx.image.ImageDetIter(batch_size=1, data_shape=tuple(data_shape or (3, 64, 64)),
+                               path_imgrec=rec, path_imgidx=idx, shuffle=False)
+    out = {}
+    for key, batch in zip(keys, it, strict=False):
+        rows = batch.label[0].asnumpy()[0]
+        out[str(key)] = [[float(v) for v in r] for r in rows if not (r == -1).all()]
+    return out

@@ -7,8 +7,15 @@ float, what ``ImageRecordIter`` hands a trainer). Swept over DALI's ``num_thread
 thread grid, capped at the CPUs), timed per batch after a warm-up, then one untimed pass
 checks the batches' values and labels. Runs in the core environment (numpy 2): DALI does not
 need MXNet. The result has the MXNet benchmark's layout, so the floors and the report read
-either. Classification splits only: a segmentation split's masks are a second ``.rec`` that
-DALI's reader would not keep aligned with the images.
+either. Classification and detection splits: a segmentation split's masks are a second
+``.rec`` that DALI's reader would not keep aligned with the images.
+
+Detection (``loader: detection``): what ``ImageDetRecordIter`` hands a trainer, DALI's way —
+decode, resize to ``data_shape`` (aspect not kept, as its ``resize_mode=force``), mirror the
+image and its boxes together (``fn.bb_flip``), normalise to CHW float. The reader's label is
+the record's whole array (``[A, B, width, height, objects...]``, a negative's padding row
+included), a different length per image, so labels are read per sample, never as one dense
+array. No random crop: ``fn.random_bbox_crop`` cannot take a negative's padding row.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from recforge.bench.loader import detection_problems, detection_summary
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
 from recforge.bench.results import (
     bench_document,
@@ -32,6 +40,7 @@ from recforge.bench.results import (
     summary_of,
 )
 from recforge.errors import needs_extra
+from recforge.format import detection_label as dl
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
@@ -84,6 +93,7 @@ def _pipeline(root: Path, opts: BenchOptions, threads: int, device: dict, seed_o
 
     gpu = device["kind"] == "gpu"
     c, h, w = opts.data_shape
+    detection = opts.loader == "detection"
 
     @pipeline_def(batch_size=opts.batch_size, num_threads=threads,
                   device_id=device["gpu_id"] if gpu else None, seed=opts.seed + seed_offset,
@@ -96,6 +106,15 @@ def _pipeline(root: Path, opts: BenchOptions, threads: int, device: dict, seed_o
         out_type = types.GRAY if c == 1 else types.RGB
         images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu",
                                    output_type=out_type)
+        if detection:
+            images = fn.resize(images, resize_x=w, resize_y=h)
+            flip = fn.random.coin_flip(probability=0.5 if opts.rand_mirror else 0.0)
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                              mirror=flip)
+            # recforge's layout: A = 4, B = 6 (recforge.format.detection_label)
+            objects = fn.reshape(labels[dl.HEADER_WIDTH:], shape=[-1, dl.OBJECT_WIDTH])
+            boxes = fn.bb_flip(objects[:, 1:5], ltrb=True, horizontal=flip)
+            return images, labels, boxes
         if opts.resize != -1:
             images = fn.resize(images, resize_shorter=opts.resize)
         kwargs = {}
@@ -107,7 +126,7 @@ def _pipeline(root: Path, opts: BenchOptions, threads: int, device: dict, seed_o
         images = fn.crop_mirror_normalize(images, crop=(h, w), dtype=types.FLOAT,
                                           output_layout="CHW", out_of_bounds_policy="pad",
                                           **kwargs)
-        return images, labels
+        return images, labels, labels
 
     p = pipe()
     p.build()
@@ -120,27 +139,64 @@ def _as_numpy(tensor_list):
     return tensor_list.as_array()
 
 
+def _label_stats(labels, opts: BenchOptions) -> dict:
+    """One batch's label facts, laid out like ``recforge.bench.loader.label_stats``: min and
+    max of the labels, or for detection the objects' class ids, boxes and negatives, read
+    sample by sample (each record's array has its own length)."""
+    import numpy as np
+
+    if opts.loader != "detection":
+        lab = _as_numpy(labels)
+        return {"label_min": float(lab.min()), "label_max": float(lab.max())}
+    if hasattr(labels, "as_cpu"):
+        labels = labels.as_cpu()
+    rows, counts = [], []
+    for t in labels:
+        arr = np.asarray(t, np.float32).ravel()
+        try:
+            objs = dl.decode(arr)[1]
+        except ValueError:
+            objs = np.zeros((0, dl.OBJECT_WIDTH), np.float32)
+        rows.append(objs)
+        counts.append(len(objs))
+    objects = np.concatenate(rows)
+    have = len(objects) > 0
+    return {
+        "label_min": float(objects[:, 0].min()) if have else None,
+        "label_max": float(objects[:, 0].max()) if have else None,
+        "objects": int(len(objects)), "negatives": counts.count(0),
+        "max_objects": max(counts, default=0),
+        "box_min": float(objects[:, 1:5].min()) if have else None,
+        "box_max": float(objects[:, 1:5].max()) if have else None,
+        "boxes_ordered": bool(((objects[:, 3] > objects[:, 1])
+                               & (objects[:, 4] > objects[:, 2])).all()) if have else True,
+    }
+
+
+def _span(rows: list[dict], key: str, pick):
+    return pick((r[key] for r in rows if r.get(key) is not None), default=None)
+
+
 def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
                rec_bytes: int, n_records: int) -> dict:
     t0 = time.perf_counter()
     pipe = _pipeline(root, opts, threads, device)
-    images, labels = pipe.run()  # the first batch
+    pipe.run()  # the first batch
     first = time.perf_counter() - t0
     expect = [opts.batch_size, *opts.data_shape]
-    latencies, problems, shapes = [], [], set()
-    lab_lo, lab_hi = math.inf, -math.inf
+    latencies, problems, shapes, seen = [], [], set(), []
     window_start = time.perf_counter()
     measured = 0
     for i in range(opts.warmup_batches + opts.measure_batches):
         if i == opts.warmup_batches:
             window_start = time.perf_counter()
         t = time.perf_counter()
-        images, labels = pipe.run()
-        lab = _as_numpy(labels)
+        images, labels, _ = pipe.run()
+        stats = _label_stats(labels, opts)
         lat = time.perf_counter() - t
         shape = [len(images), *images[0].shape()] if len(images) else [0]
         shapes.add(tuple(shape))
-        lab_lo, lab_hi = min(lab_lo, float(lab.min())), max(lab_hi, float(lab.max()))
+        seen.append(stats)
         if shape != expect:
             problems.append(f"batch {i}: shape {shape} != expected {expect}")
         if i >= opts.warmup_batches:
@@ -152,7 +208,7 @@ def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
     del pipe
     images_seen = measured * opts.batch_size
     ips = images_seen / window if window > 0 else 0.0
-    return {
+    out = {
         "requested_threads": [threads], "effective_threads": threads,
         "observed_threads": threads,
         "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
@@ -165,11 +221,15 @@ def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
         "window": {"batches": measured, "images": images_seen, "seconds": round(window, 4),
                    "warmup_batches": opts.warmup_batches},
         "batches_seen": {"count": opts.warmup_batches + measured,
-                         "shapes": [list(x) for x in sorted(shapes)], "label_min": lab_lo,
-                         "label_max": lab_hi},
+                         "shapes": [list(x) for x in sorted(shapes)],
+                         "label_min": _span(seen, "label_min", min),
+                         "label_max": _span(seen, "label_max", max)},
         "gpu_memory_peak_bytes": None, "gpu_memory_baseline_bytes": None,
         "problems": problems,
     }
+    if opts.loader == "detection":
+        out["batches_seen"]["detection"] = detection_summary(seen)
+    return out
 
 
 def _value_check(root: Path, opts: BenchOptions, threads: int, device: dict,
@@ -179,11 +239,11 @@ def _value_check(root: Path, opts: BenchOptions, threads: int, device: dict,
     n_batches = min(math.ceil(n_records / opts.batch_size), opts.max_check_batches)
     pipe = _pipeline(root, opts, threads, device, shuffle=False)
     lo, hi, finite, problems = math.inf, -math.inf, True, []
-    shapes, dtypes = set(), set()
-    lab_lo, lab_hi = math.inf, -math.inf
+    shapes, dtypes, seen = set(), set(), []
     for i in range(n_batches):
-        images, labels = pipe.run()
-        a, lab = _as_numpy(images), _as_numpy(labels)
+        images, labels, _ = pipe.run()
+        a = _as_numpy(images)
+        seen.append(_label_stats(labels, opts))
         ok = bool(np.isfinite(a).all())
         finite &= ok
         if not ok:
@@ -191,27 +251,33 @@ def _value_check(root: Path, opts: BenchOptions, threads: int, device: dict,
         lo, hi = min(lo, float(a.min())), max(hi, float(a.max()))
         shapes.add(tuple(a.shape))
         dtypes.add(a.dtype.name)
-        lab_lo, lab_hi = min(lab_lo, float(lab.min())), max(lab_hi, float(lab.max()))
     del pipe
     if hi <= lo:
         problems.append(f"every value of every checked batch is {lo}: the images decode to a "
                         "constant (corrupt data)")
-    return {"batches": n_batches, "records_covered": min(n_records, n_batches * opts.batch_size),
-            "of_records": n_records, "value_min": lo, "value_max": hi, "all_finite": finite,
-            "label_min": lab_lo, "label_max": lab_hi, "problems": problems,
-            "shapes": [list(x) for x in sorted(shapes)], "dtypes": sorted(dtypes),
-            "note": "untimed pass in record order with the recommended num_threads"}
+    out = {"batches": n_batches,
+           "records_covered": min(n_records, n_batches * opts.batch_size),
+           "of_records": n_records, "value_min": lo, "value_max": hi, "all_finite": finite,
+           "label_min": _span(seen, "label_min", min), "label_max": _span(seen, "label_max", max),
+           "problems": problems,
+           "shapes": [list(x) for x in sorted(shapes)], "dtypes": sorted(dtypes),
+           "note": "untimed pass in record order with the recommended num_threads"}
+    if opts.loader == "detection":
+        out["detection"] = detection_summary(seen)
+        problems += detection_problems(out["detection"], "value check")
+    return out
 
 
 def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
                  sizes: dict | None, started: datetime) -> dict:
     """The DALI loader's ``bench.json``-shaped result for the window in ``root``."""
     dali = _import_dali()
-    if opts.loader != "image_record_iter":
+    if opts.loader == "segmentation":
         raise LoaderBenchError(
-            f"bench.loader dali/both measures classification splits; options.loader is "
-            f"{opts.loader!r} (a segmentation split's masks are a second .rec DALI's reader "
-            "does not keep aligned): set bench.loader: mxnet for this dataset")
+            f"bench.loader dali/both measures classification and detection splits; "
+            f"options.loader is {opts.loader!r} (a segmentation split's masks are a second "
+            ".rec DALI's reader does not keep aligned): set bench.loader: mxnet for this "
+            "dataset")
     import cv2
     import numpy as np
 
@@ -244,7 +310,10 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
     values = _value_check(root, opts, best["effective_threads"], device, n_records)
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
     problems += values["problems"]
-    lab_lo, lab_hi, label_problem = label_range(runs, values, num_classes, opts.label_width)
+    detection = opts.loader == "detection"
+    lab_lo, lab_hi, label_problem = label_range(
+        runs, values, num_classes, 1 if detection else opts.label_width,
+        "the objects' class ids" if detection else "labels")
     problems += [label_problem] if label_problem else []
     configured = min(opts.preprocess_threads, procs)
     summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
@@ -266,4 +335,7 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
                         "prefetch_queue_depth": opts.prefetch_buffer,
                         "batch_size": opts.batch_size, "device": device["kind"]},
         summary=summary, problems=problems,
-        warnings=["preprocess_threads / thread_grid are read as DALI num_threads"])
+        warnings=["preprocess_threads / thread_grid are read as DALI num_threads", *(
+            ["loader=detection: DALI resizes to data_shape and mirrors images with their "
+             "boxes; rand_crop and resize are not applied (no fn.random_bbox_crop)"]
+            if detection else [])])

@@ -5,6 +5,10 @@ percentiles, time to the first batch, ``.rec`` bytes consumed per second, and ev
 shape, dtype and label range (value ranges in a separate, untimed pass: ``check_values``).
 MXNet's own log line (captured from fd 2) says how many decode threads it really used.
 
+``loader: detection`` runs ``mx.io.ImageDetRecordIter`` the same way: its own arguments
+(``det_iter_kwargs``), and labels read as objects (``detection_objects``): the label range is
+then the class ids of the real objects, with the boxes' range and the negatives beside it.
+
 An iterator error becomes one sentence with the values and the fix (``explain_iter_error``);
 the real size error is an explicit ``max_crop_size`` larger than an image, reported with the
 smallest image found.
@@ -30,6 +34,11 @@ from recforge.spec.bench import BenchOptions
 log = logging.getLogger(__name__)
 
 _THREADS_RE = re.compile(r"use (\d+) threads for decoding")
+_PAD_WIDTH_RE = re.compile(r"label padding width: (\d+)")  # ImageDetRecordIter's log line
+
+DET_ITER = "mx.io.ImageDetRecordIter"
+# ImageDetRecordIter prefixes each label row with (channels, height, width, label length)
+DET_PREFIX = 4
 
 
 @contextmanager
@@ -56,8 +65,35 @@ def _captured_stderr():
             out.append(tmp.read().decode("utf-8", "replace"))
 
 
+def iter_name(opts: BenchOptions) -> str:
+    """The iterator ``opts`` measures, as ``bench.json``'s ``loader`` names it."""
+    return DET_ITER if opts.loader == "detection" else "mx.io.ImageRecordIter"
+
+
+def det_iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool) -> dict:
+    """``mx.io.ImageDetRecordIter``'s arguments: no ``.idx`` (it reads the ``.rec`` through
+    its own splitter and shuffles without one), ``rand_crop`` / ``rand_mirror`` as its
+    probabilities (crop always with its default sampler, mirror half the time, as
+    ImageRecordIter does), and ``iter_kwargs`` over them. Its output stays in the default
+    ``ctx`` (pinned memory where there is a GPU): it has no ``device_id``."""
+    kw = {
+        "path_imgrec": str(root / names.rec(opts.split)),
+        "data_shape": tuple(opts.data_shape), "batch_size": opts.batch_size,
+        "rand_crop_prob": 1.0 if opts.rand_crop else 0.0,
+        "rand_mirror_prob": 0.5 if opts.rand_mirror else 0.0,
+        "preprocess_threads": threads, "prefetch_buffer": opts.prefetch_buffer,
+        "shuffle": opts.shuffle, "seed": opts.seed, "verbose": verbose,
+    }
+    if opts.resize != -1:
+        kw["resize"] = opts.resize
+    kw.update({k: tuple(v) if isinstance(v, list) else v for k, v in opts.iter_kwargs.items()})
+    return kw
+
+
 def _iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool,
                  device_id: int = 0) -> dict:
+    if opts.loader == "detection":
+        return det_iter_kwargs(root, opts, threads, verbose)
     kw = {
         "path_imgrec": str(root / names.rec(opts.split)),
         "path_imgidx": str(root / names.idx(opts.split)),
@@ -90,6 +126,9 @@ def explain_iter_error(exc: Exception, rec: Path, opts: BenchOptions,
     elif "smaller than input shape" in msg:
         hint = (f"data_shape {opts.data_shape} is larger than an image ({small_txt}); lower "
                 "data_shape or pack with a larger pack.resize")
+    elif "Not enough label packed" in msg:
+        hint = ("the records' labels are not detection label arrays [A, B, width, height, "
+                "objects...]; ImageDetRecordIter reads splits packed with task: detection")
     elif "label_width" in msg:
         hint = ("the records carry a different number of labels than label_width="
                 f"{opts.label_width}; set label_width to the records' label count")
@@ -99,7 +138,7 @@ def explain_iter_error(exc: Exception, rec: Path, opts: BenchOptions,
         hint = f"the split has fewer records than batch_size={opts.batch_size}; lower it"
     else:
         hint = "see the MXNet message; run with -v for the full traceback"
-    return f"ImageRecordIter failed on {rec}: {msg} — {hint}"
+    return f"{iter_name(opts).rsplit('.', 1)[-1]} failed on {rec}: {msg} — {hint}"
 
 
 def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | None,
@@ -111,8 +150,9 @@ def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | N
     with _captured_stderr() as err:
         try:
             # MXDataIter.__init__ fetches the first batch, so this is time to first batch
-            it = mx.io.ImageRecordIter(**_iter_kwargs(root, opts, threads, verbose=True,
-                                                      device_id=device_id))
+            make = mx.io.ImageDetRecordIter if opts.loader == "detection" \
+                else mx.io.ImageRecordIter
+            it = make(**_iter_kwargs(root, opts, threads, verbose=True, device_id=device_id))
         except mx.base.MXNetError as exc:
             failure = exc
     seconds = time.perf_counter() - t0
@@ -131,6 +171,84 @@ def _next(it):
     except StopIteration:
         it.reset()
         return it.next(), True
+
+
+def detection_objects(labels) -> tuple:
+    """The real objects of one ``ImageDetRecordIter`` label batch, ``(objects, per_image)``.
+
+    Each label row is ``[channels, height, width, n, <n values of the record's label as
+    augmented>, label_pad_value...]``; the record's label is ``[A, B, ..., objects]``.
+    ``objects``: an (N, B) float array of every image's rows with a class id >= 0 (the
+    padding row of a negative is gone already: the iterator drops rows it cannot read as a
+    box, and pads with -1); ``per_image``: the object count of each image."""
+    import numpy as np
+
+    labels = np.asarray(labels, np.float32).reshape(len(labels), -1)
+    rows, counts, width = [], [], None
+    for row in labels:
+        n = int(row[DET_PREFIX - 1])
+        raw = row[DET_PREFIX:DET_PREFIX + n]
+        if n < 2 or int(raw[1]) < 5 or (n - int(raw[0])) % int(raw[1]):
+            counts.append(0)
+            continue
+        width = int(raw[1])
+        objs = raw[int(raw[0]):].reshape(-1, width)
+        objs = objs[objs[:, 0] >= 0]
+        rows.append(objs)
+        counts.append(len(objs))
+    objects = np.concatenate(rows) if rows else np.zeros((0, width or 6), np.float32)
+    return objects, np.asarray(counts, int)
+
+
+def label_stats(labels, opts: BenchOptions, pad: int = 0) -> dict:
+    """One batch's label facts: its min and max; for ``loader: detection`` the class ids'
+    range of the real objects (None when the batch holds none), the boxes' range, and the
+    images without objects (``pad`` repeated images at the end not counted)."""
+    if opts.loader != "detection":
+        return {"label_min": float(labels.min()), "label_max": float(labels.max())}
+    objects, per_image = detection_objects(labels[:len(labels) - pad] if pad else labels)
+    have = len(objects) > 0
+    return {
+        "label_min": float(objects[:, 0].min()) if have else None,
+        "label_max": float(objects[:, 0].max()) if have else None,
+        "objects": int(len(objects)), "negatives": int((per_image == 0).sum()),
+        "max_objects": int(per_image.max()) if len(per_image) else 0,
+        "box_min": float(objects[:, 1:5].min()) if have else None,
+        "box_max": float(objects[:, 1:5].max()) if have else None,
+        "boxes_ordered": bool(((objects[:, 3] > objects[:, 1])
+                               & (objects[:, 4] > objects[:, 2])).all()) if have else True,
+    }
+
+
+def _span(rows: list[dict], key: str, pick):
+    """``pick`` (min or max) of ``key`` over ``rows``, the Nones left out; None if all are."""
+    return pick((r[key] for r in rows if r.get(key) is not None), default=None)
+
+
+def detection_summary(rows: list[dict]) -> dict:
+    """What the batches' ``label_stats`` say about the objects, over ``rows``."""
+    return {
+        "objects": sum(r["objects"] for r in rows),
+        "images_without_objects": sum(r["negatives"] for r in rows),
+        "max_objects_per_image": max((r["max_objects"] for r in rows), default=0),
+        "box_min": _span(rows, "box_min", min), "box_max": _span(rows, "box_max", max),
+        "boxes_ordered": all(r["boxes_ordered"] for r in rows),
+    }
+
+
+def detection_problems(summary: dict, where: str, need_objects: bool = True) -> list[str]:
+    """The boxes a detection loader handed out that a trainer cannot use (and, with
+    ``need_objects``, a pass that saw no object at all: one epoch should)."""
+    out = []
+    lo, hi = summary["box_min"], summary["box_max"]
+    if lo is not None and not (0.0 <= lo and hi <= 1.0):
+        out.append(f"{where}: boxes span [{lo:g}, {hi:g}], outside the normalised [0, 1]")
+    if not summary["boxes_ordered"]:
+        out.append(f"{where}: a box has xmin >= xmax or ymin >= ymax")
+    if need_objects and summary["objects"] == 0:
+        out.append(f"{where}: no batch held an object: every image read is a negative "
+                   "(or the labels are not detection label arrays)")
+    return out
 
 
 def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
@@ -154,6 +272,8 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
                                          device["gpu_id"] or 0)
     m = _THREADS_RE.search(text)
     observed = int(m.group(1)) if m else None
+    m = _PAD_WIDTH_RE.search(text)
+    pad_width = int(m.group(1)) if m else None
 
     expect_shape = [opts.batch_size, *opts.data_shape]
     per_batch: list[dict] = []
@@ -181,8 +301,7 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
         row = {
             "batch": i, "warmup": i < opts.warmup_batches, "latency_ms": round(lat * 1e3, 3),
             "shape": list(data.shape), "dtype": np.dtype(data.dtype).name,
-            "label_min": float(labels.min()), "label_max": float(labels.max()),
-            "pad": pad, "context": str(data.context),
+            **label_stats(labels, opts, pad), "pad": pad, "context": str(data.context),
         }
         per_batch.append(row)
         if row["shape"] != expect_shape:
@@ -201,7 +320,7 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
     rec_bytes = rec.stat().st_size
     n_records = count_records(root / names.idx(opts.split))
     ips = images / window_s if window_s > 0 else 0.0
-    return {
+    out = {
         "requested_threads": threads,
         "observed_threads": observed,
         "time_to_first_batch_s": round(first_batch_s, 4),
@@ -219,14 +338,18 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
             "count": len(per_batch),
             "shapes": sorted({tuple(b["shape"]) for b in per_batch}),
             "dtypes": sorted({b["dtype"] for b in per_batch}),
-            "label_min": min(b["label_min"] for b in per_batch),
-            "label_max": max(b["label_max"] for b in per_batch),
+            "label_min": _span(per_batch, "label_min", min),
+            "label_max": _span(per_batch, "label_max", max),
         },
         "batches": per_batch,
         "gpu_memory_peak_bytes": gpu_peak,
         "gpu_memory_baseline_bytes": gpu_base,
         "problems": problems,
     }
+    if opts.loader == "detection":
+        out["batches_seen"]["detection"] = detection_summary(per_batch)
+        out["label_pad_width"] = pad_width  # as the iterator logged it
+    return out
 
 
 def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
@@ -257,9 +380,12 @@ def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
             a = data.asnumpy()
             lo, hi, finite = float(a.min()), float(a.max()), bool(np.isfinite(a).all())
         labels = batch.label[0].asnumpy()
+        pad = int(batch.pad or 0)
         rows.append({"batch": i, "shape": list(data.shape), "dtype": np.dtype(data.dtype).name,
-                     "min": lo, "max": hi, "finite": finite, "label_min": float(labels.min()),
-                     "label_max": float(labels.max()), "pad": int(batch.pad or 0)})
+                     "min": lo, "max": hi, "finite": finite,
+                     **label_stats(labels, opts, pad), "pad": pad})
+        if not bool(np.isfinite(labels).all()):
+            problems.append(f"value check batch {i}: labels hold NaN or Inf")
         if not finite:
             problems.append(f"value check batch {i}: data has NaN or Inf")
     del it
@@ -268,14 +394,18 @@ def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
     if hi <= lo:
         problems.append(f"every value of every checked batch is {lo}: the images decode to a "
                         "constant (corrupt data or a wrong mean/std)")
-    return {
+    out = {
         "batches": len(rows), "records_covered": min(n_records, len(rows) * opts.batch_size),
         "of_records": n_records, "value_min": lo, "value_max": hi,
         "all_finite": all(r["finite"] for r in rows),
-        "label_min": min(r["label_min"] for r in rows),
-        "label_max": max(r["label_max"] for r in rows),
+        "label_min": _span(rows, "label_min", min),
+        "label_max": _span(rows, "label_max", max),
         "shapes": sorted({tuple(r["shape"]) for r in rows}),
         "dtypes": sorted({r["dtype"] for r in rows}),
         "per_batch": rows, "problems": problems,
         "note": "untimed pass with the recommended preprocess_threads, after the sweep",
     }
+    if opts.loader == "detection":
+        out["detection"] = detection_summary(rows)
+        problems += detection_problems(out["detection"], "value check")
+    return out

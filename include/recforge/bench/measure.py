@@ -4,7 +4,9 @@
 ``recforge.bench.environment.call`` once the split's window is on local disk: reuse the
 previous measurements when nothing the loader reads has changed, else the bare decode, the
 ``preprocess_threads`` sweep and the value check (``loader: segmentation`` hands over to
-``recforge.bench.segmentation``). Its arguments and result are JSON, as they cross a process.
+``recforge.bench.segmentation``; ``loader: detection`` is the same run with
+``mx.io.ImageDetRecordIter``, see ``recforge.bench.loader``). Its arguments and result
+are JSON, as they cross a process.
 
 The sweep: the effective value of each grid value is predicted from MXNet's cap formula, read
 back from MXNet's own log line and recorded, and grid values that collapse to the same
@@ -19,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from recforge.bench.device import host_info, nprocs, resolve_device, thread_cap
-from recforge.bench.loader import check_values, run_loader
+from recforge.bench.loader import check_values, detection_problems, iter_name, run_loader
 from recforge.bench.records import (
     UPSCALE_NOTE,
     LoaderBenchError,
@@ -41,6 +43,13 @@ from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
+
+_PARSER = ("ImageRecordIOParser2", "ImageDetRecordIOParser")  # whose Init caps the threads
+DET_RESIZE_NOTE = (
+    "MXNet 1.9.1 ImageDetRecordIter does not fail on these: it resizes every image to "
+    "data_shape (resize_mode force, aspect not kept; the normalised boxes do not move), so "
+    "these are upscaled and training sees blurred images. Pack with pack.resize >= the "
+    "data_shape, or lower data_shape.")
 
 
 def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | None,
@@ -106,8 +115,9 @@ def _reused(previous: dict, prefix: str, fetched: dict, started) -> dict:
 
 def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
          started) -> dict:
-    """The ImageRecordIter benchmark of the window in ``root``: bare decode, the
-    ``preprocess_threads`` sweep, the value check, then one ``bench.json`` document."""
+    """The ImageRecordIter (or ImageDetRecordIter) benchmark of the window in ``root``: bare
+    decode, the ``preprocess_threads`` sweep, the value check, then one ``bench.json``
+    document."""
     warnings: list[str] = []
     device = resolve_device(opts.device, opts.gpu_id)
     host = host_info()
@@ -133,7 +143,7 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
     summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
                          sizes["fraction_smaller"], primary["images_per_sec"])
     return bench_document(
-        prefix=prefix, opts=opts, started=started, loader="mx.io.ImageRecordIter",
+        prefix=prefix, opts=opts, started=started, loader=iter_name(opts),
         host=host, device=device,
         dataset={
             **dataset_facts(n_records, rec_bytes, num_classes, fetched.get("sample")),
@@ -145,7 +155,7 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
         bare_decode=decode, image_sizes=sizes,
         threads={
             "nprocs": procs, "cap": cap, "cap_formula": "max(nprocs // 2 - 1, 1) (MXNet 1.9.1 "
-            "ImageRecordIOParser2::Init, applied silently)",
+            f"{_PARSER[opts.loader == 'detection']}::Init, applied silently)",
             "grid": grid, "measured_effective": sorted(by_effective),
         },
         runs=runs, value_check=values, label_range=[lab_lo, lab_hi],
@@ -185,7 +195,8 @@ def _decode_and_sizes(rec: Path, opts: BenchOptions, sizes: dict | None,
         warnings.append(
             f"{sizes['smaller_than_data_shape']} of {sizes['checked']} images are smaller "
             f"than data_shape {opts.data_shape[1]}x{opts.data_shape[2]} (smallest "
-            f"{sizes['smallest']['height']}x{sizes['smallest']['width']}): {UPSCALE_NOTE}"
+            f"{sizes['smallest']['height']}x{sizes['smallest']['width']}): "
+            f"{DET_RESIZE_NOTE if opts.loader == 'detection' else UPSCALE_NOTE}"
         )
     return decode, sizes
 
@@ -224,8 +235,15 @@ def _problems(runs: list[dict], values: dict, decode: dict, num_classes: int | N
     that do not decode."""
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
     problems += values["problems"]
-    lab_lo, lab_hi, label_problem = label_range(runs, values, num_classes, opts.label_width)
+    detection = opts.loader == "detection"
+    lab_lo, lab_hi, label_problem = label_range(
+        runs, values, num_classes, 1 if detection else opts.label_width,
+        "the objects' class ids" if detection else "labels")
     problems += [label_problem] if label_problem else []
+    if detection:  # the timed runs' boxes (augmented): the value check adds its own
+        problems += [p for r in runs for p in detection_problems(
+            r["batches_seen"]["detection"], f"{r['effective_threads']} thread(s)",
+            need_objects=False)]
     if decode["undecodable"]:
         problems.append(f"{decode['undecodable']} of the first {decode['records']} records "
                         "do not decode with cv2.imdecode")

@@ -35,11 +35,20 @@ def format_table(results: dict) -> str:
         f"value check ({chk['batches']} batches, {chk['records_covered']} of "
         f"{chk['of_records']} records): shapes {chk['shapes']}, dtypes {chk['dtypes']}, "
         f"values [{chk['value_min']:g}, {chk['value_max']:g}], finite {chk['all_finite']}, "
-        f"labels [{results['label_range'][0]:g}, {results['label_range'][1]:g}]",
+        f"labels [{_g(results['label_range'][0])}, {_g(results['label_range'][1])}]",
         f"GPU memory peak: {s['gpu_memory_peak_bytes'] if s['gpu_memory_peak_bytes'] is not None else 'null (CPU run)'}",  # noqa: E501
         f"recommendation: preprocess_threads={results['recommendation']['preprocess_threads']}"
         f" ({results['recommendation']['images_per_sec']:.0f} img/s)",
     ]
+    det = chk.get("detection")
+    if det:
+        lines.insert(-2, (
+            f"objects: {det['objects']} (class ids in the labels range above), "
+            f"{det['images_without_objects']} image(s) without objects, at most "
+            f"{det['max_objects_per_image']} per image, boxes [{_g(det['box_min'])}, "
+            f"{_g(det['box_max'])}]" + "".join(
+                f", label_pad_width {w}" for w in sorted(
+                    {r.get("label_pad_width") for r in results["runs"]} - {None}))))
     lines += [f"warning: {w}" for w in results["warnings"]]
     lines += [f"PROBLEM: {p}" for p in results["problems"]]
     for v in results.get("violations", []):  # DALI's too, prefixed "DALI:"
@@ -48,6 +57,10 @@ def format_table(results: dict) -> str:
         lines += ["", "--- DALI, side by side ---",
                   format_table({**results["dali"], "violations": []})]
     return "\n".join(lines)
+
+
+def _g(x) -> str:
+    return "none" if x is None else f"{x:g}"
 
 
 def _versions(results: dict) -> str:

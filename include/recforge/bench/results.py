@@ -100,12 +100,17 @@ def summary_of(best: dict, decode: dict, device_kind: str, limit_threads: int,
 
 
 def label_range(runs: list[dict], values: dict, num_classes: int | None,
-                label_width: int) -> tuple[float, float, str | None]:
+                label_width: int, what: str = "labels") -> tuple[float | None, float | None,
+                                                               str | None]:
     """The labels every batch showed, ``(lo, hi, problem)``: a problem when single labels are
-    not integers in ``[0, num_classes)`` as ``classes.json`` says."""
-    lo = min([values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs])
-    hi = max([values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs])
-    bad = num_classes is not None and label_width == 1 and (
+    not integers in ``[0, num_classes)`` as ``classes.json`` says. ``what`` names them in the
+    problem (a detection loader's range is its objects' class ids; None where no batch held
+    an object)."""
+    los = [values["label_min"]] + [r["batches_seen"]["label_min"] for r in runs]
+    his = [values["label_max"]] + [r["batches_seen"]["label_max"] for r in runs]
+    lo = min((x for x in los if x is not None), default=None)
+    hi = max((x for x in his if x is not None), default=None)
+    bad = num_classes is not None and label_width == 1 and lo is not None and (
         lo < 0 or hi >= num_classes or lo != int(lo) or hi != int(hi))
-    return lo, hi, (f"labels span [{lo:g}, {hi:g}], not integers in [0, {num_classes}) as "
+    return lo, hi, (f"{what} span [{lo:g}, {hi:g}], not integers in [0, {num_classes}) as "
                     "classes.json says" if bad else None)

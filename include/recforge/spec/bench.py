@@ -16,7 +16,10 @@ class BenchOptions(StrictModel):
     """How to run the loader: the settings a training job would use, plus the sweep."""
 
     split: str = Field("train", description="which <split>.rec/.idx to load")
-    loader: Literal["image_record_iter", "segmentation"] = "image_record_iter"
+    loader: Literal["image_record_iter", "segmentation", "detection"] = Field(
+        "image_record_iter", description="image_record_iter: mx.io.ImageRecordIter "
+        "(classification); segmentation: SegmentationRecordDataset + Gluon DataLoader; "
+        "detection: mx.io.ImageDetRecordIter (docs/detection.md)")
     batch_size: int = Field(64, ge=1, le=65536)
     data_shape: tuple[int, int, int] = Field((3, 224, 224), description="C, H, W; C in 1, 3, 4")
     rand_crop: bool = True
@@ -50,9 +53,11 @@ class BenchOptions(StrictModel):
         "auto", description="auto: the GPU if MXNet sees one, else CPU (stated in the result)"
     )
     gpu_id: int = Field(0, ge=0)
-    iter_kwargs: dict[str, int | float | bool | str] = Field(
+    iter_kwargs: dict[str, int | float | bool | str | list[float]] = Field(
         default_factory=dict,
-        description="further ImageRecordIter arguments (mean_r, std_r, ...) passed unchanged",
+        description="further ImageRecordIter arguments (mean_r, std_r, ...) passed unchanged; "
+        "for loader=detection ImageDetRecordIter's (label_pad_width, rand_crop_prob, "
+        "min_crop_scales, ...), which win over the values rand_crop / rand_mirror map to",
     )
 
     @field_validator("data_shape")
@@ -92,6 +97,22 @@ class BenchOptions(StrictModel):
                              f"{self.max_crop_size}; MXNet requires min <= max")
         return self
 
+    @model_validator(mode="after")
+    def _detection_options(self) -> BenchOptions:
+        """ImageDetRecordIter has no crop sizes and reads the label length from the records
+        (it ignores arguments it does not know), so setting these would change nothing."""
+        if self.loader != "detection":
+            return self
+        unused = [f"{name}={getattr(self, name)}" for name, default in
+                  (("max_crop_size", -1), ("min_crop_size", -1), ("label_width", 1))
+                  if getattr(self, name) != default]
+        if unused:
+            raise ValueError(
+                f"{', '.join(unused)}: ImageRecordIter options that ImageDetRecordIter does "
+                "not have (loader=detection); leave them unset, and use iter_kwargs "
+                "(rand_crop_prob, min_crop_scales, label_pad_width, ...) for its own")
+        return self
+
 
 class BenchFloors(StrictModel):
     """Limits the benchmark must meet; ``None`` means not checked."""
@@ -122,7 +143,8 @@ class BenchSpec(StrictModel):
 
     loader: Literal["mxnet", "dali", "both"] = Field(
         "mxnet", description="whose loader is measured: MXNet's (in the MXNet environment), "
-        "NVIDIA DALI's fn.readers.mxnet (classification), or both side by side")
+        "NVIDIA DALI's fn.readers.mxnet (classification and detection), or both side by "
+        "side")
     options: BenchOptions = BenchOptions()
     floors: dict[str, BenchFloors] = Field(default_factory=dict,
                                            description="MXNet's loader, per environment")
@@ -131,10 +153,11 @@ class BenchSpec(StrictModel):
 
     @model_validator(mode="after")
     def _dali_reads_classification(self) -> BenchSpec:
-        if self.loader != "mxnet" and self.options.loader != "image_record_iter":
+        if self.loader != "mxnet" and self.options.loader == "segmentation":
             raise ValueError(
-                f"bench.loader {self.loader!r} measures DALI, which reads classification "
-                f"splits; options.loader is {self.options.loader!r}: use bench.loader: mxnet")
+                f"bench.loader {self.loader!r} measures DALI, which reads classification and "
+                f"detection splits; options.loader is {self.options.loader!r}: use "
+                "bench.loader: mxnet")
         return self
 
 

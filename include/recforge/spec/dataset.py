@@ -274,9 +274,16 @@ class DatasetSpec(StrictModel):
         """Defaults that depend on the task: a segmentation spec benchmarks the segmentation
         loader, whose ToTensor normalises with the ImageNet mean/std, so the checklist's
         loader value range follows. Values the spec sets explicitly are kept."""
-        if isinstance(data, dict) and data.get("task") == "detection" \
-                and data.get("detection") is None:
-            data = {**data, "detection": {}}  # the section's defaults: docs/detection.md
+        if isinstance(data, dict) and data.get("task") == "detection":
+            data = copy.deepcopy(data)
+            if data.get("detection") is None:
+                data["detection"] = {}  # the section's defaults: docs/detection.md
+            bench = data.setdefault("bench", {})
+            if isinstance(bench, dict):
+                options = bench.setdefault("options", {})
+                if isinstance(options, dict):  # ImageRecordIter refuses label arrays
+                    options.setdefault("loader", "detection")
+            return data
         if not isinstance(data, dict) or data.get("task") != "segmentation":
             return data
         data = copy.deepcopy(data)
