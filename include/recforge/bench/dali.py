@@ -28,7 +28,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from recforge.bench.loader import detection_problems, detection_summary
+from recforge.bench.loader import detection_problems, detection_summary, object_stats, span
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
 from recforge.bench.results import (
     bench_document,
@@ -159,22 +159,7 @@ def _label_stats(labels, opts: BenchOptions) -> dict:
             objs = np.zeros((0, dl.OBJECT_WIDTH), np.float32)
         rows.append(objs)
         counts.append(len(objs))
-    objects = np.concatenate(rows)
-    have = len(objects) > 0
-    return {
-        "label_min": float(objects[:, 0].min()) if have else None,
-        "label_max": float(objects[:, 0].max()) if have else None,
-        "objects": int(len(objects)), "negatives": counts.count(0),
-        "max_objects": max(counts, default=0),
-        "box_min": float(objects[:, 1:5].min()) if have else None,
-        "box_max": float(objects[:, 1:5].max()) if have else None,
-        "boxes_ordered": bool(((objects[:, 3] > objects[:, 1])
-                               & (objects[:, 4] > objects[:, 2])).all()) if have else True,
-    }
-
-
-def _span(rows: list[dict], key: str, pick):
-    return pick((r[key] for r in rows if r.get(key) is not None), default=None)
+    return object_stats(np.concatenate(rows), np.array(counts))
 
 
 def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
@@ -222,8 +207,8 @@ def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
                    "warmup_batches": opts.warmup_batches},
         "batches_seen": {"count": opts.warmup_batches + measured,
                          "shapes": [list(x) for x in sorted(shapes)],
-                         "label_min": _span(seen, "label_min", min),
-                         "label_max": _span(seen, "label_max", max)},
+                         "label_min": span(seen, "label_min", min),
+                         "label_max": span(seen, "label_max", max)},
         "gpu_memory_peak_bytes": None, "gpu_memory_baseline_bytes": None,
         "problems": problems,
     }
@@ -258,7 +243,7 @@ def _value_check(root: Path, opts: BenchOptions, threads: int, device: dict,
     out = {"batches": n_batches,
            "records_covered": min(n_records, n_batches * opts.batch_size),
            "of_records": n_records, "value_min": lo, "value_max": hi, "all_finite": finite,
-           "label_min": _span(seen, "label_min", min), "label_max": _span(seen, "label_max", max),
+           "label_min": span(seen, "label_min", min), "label_max": span(seen, "label_max", max),
            "problems": problems,
            "shapes": [list(x) for x in sorted(shapes)], "dtypes": sorted(dtypes),
            "note": "untimed pass in record order with the recommended num_threads"}

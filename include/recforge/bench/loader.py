@@ -207,6 +207,12 @@ def label_stats(labels, opts: BenchOptions, pad: int = 0) -> dict:
     if opts.loader != "detection":
         return {"label_min": float(labels.min()), "label_max": float(labels.max())}
     objects, per_image = detection_objects(labels[:len(labels) - pad] if pad else labels)
+    return object_stats(objects, per_image)
+
+
+def object_stats(objects, per_image) -> dict:
+    """A batch's ``label_stats`` for detection: ``objects`` (N, 6) rows of the real objects,
+    ``per_image`` the object count of each image (numpy arrays)."""
     have = len(objects) > 0
     return {
         "label_min": float(objects[:, 0].min()) if have else None,
@@ -220,7 +226,7 @@ def label_stats(labels, opts: BenchOptions, pad: int = 0) -> dict:
     }
 
 
-def _span(rows: list[dict], key: str, pick):
+def span(rows: list[dict], key: str, pick):
     """``pick`` (min or max) of ``key`` over ``rows``, the Nones left out; None if all are."""
     return pick((r[key] for r in rows if r.get(key) is not None), default=None)
 
@@ -231,7 +237,7 @@ def detection_summary(rows: list[dict]) -> dict:
         "objects": sum(r["objects"] for r in rows),
         "images_without_objects": sum(r["negatives"] for r in rows),
         "max_objects_per_image": max((r["max_objects"] for r in rows), default=0),
-        "box_min": _span(rows, "box_min", min), "box_max": _span(rows, "box_max", max),
+        "box_min": span(rows, "box_min", min), "box_max": span(rows, "box_max", max),
         "boxes_ordered": all(r["boxes_ordered"] for r in rows),
     }
 
@@ -338,8 +344,8 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
             "count": len(per_batch),
             "shapes": sorted({tuple(b["shape"]) for b in per_batch}),
             "dtypes": sorted({b["dtype"] for b in per_batch}),
-            "label_min": _span(per_batch, "label_min", min),
-            "label_max": _span(per_batch, "label_max", max),
+            "label_min": span(per_batch, "label_min", min),
+            "label_max": span(per_batch, "label_max", max),
         },
         "batches": per_batch,
         "gpu_memory_peak_bytes": gpu_peak,
@@ -398,8 +404,8 @@ def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
         "batches": len(rows), "records_covered": min(n_records, len(rows) * opts.batch_size),
         "of_records": n_records, "value_min": lo, "value_max": hi,
         "all_finite": all(r["finite"] for r in rows),
-        "label_min": _span(rows, "label_min", min),
-        "label_max": _span(rows, "label_max", max),
+        "label_min": span(rows, "label_min", min),
+        "label_max": span(rows, "label_max", max),
         "shapes": sorted({tuple(r["shape"]) for r in rows}),
         "dtypes": sorted({r["dtype"] for r in rows}),
         "per_batch": rows, "problems": problems,
