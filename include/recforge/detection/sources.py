@@ -149,7 +149,8 @@ def flatten_coco(rows: list[dict], spec, parse=None
                 refused.append(QuarantineEntry(f["key"], "flatten", reason, detail))
                 continue
             try:
-                found = list(_entries(parse(local, f["key"]), f["key"]))
+                parsed = parse(local, f["key"])
+                found = list(_entries(parsed, f["key"]))
             except AnnotationUnparsable as exc:
                 refused.append(QuarantineEntry(f["key"], "flatten", "annotation_unparsable",
                                                str(exc)))
@@ -157,8 +158,10 @@ def flatten_coco(rows: list[dict], spec, parse=None
             finally:
                 local.unlink(missing_ok=True)
             used.append(f["key"])
+            refused += parsed.refused  # parts that belong to no image of this file
             for key, annotation in found:
                 if key not in images:
+                    refused += annotation.refused
                     refused.append(QuarantineEntry(
                         f["key"], "flatten", "image_missing",
                         f"{f['key']} has an entry for {key}, which is not in the source",
