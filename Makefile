@@ -34,8 +34,9 @@ venv: $(VENV)/.installed $(MXVENV)/.installed
 ## make demo: local S3 server + sample data + the real DAG via `airflow dags test`
 ## (another port for the local S3 server: make demo PORT=9100)
 PORT ?= 9000
+TASK ?= classification
 demo: venv
-	$(BIN)/recforge demo --port $(PORT)
+	$(BIN)/recforge demo --port $(PORT) --task $(TASK)
 
 stop-demo:
 	-$(BIN)/recforge dev-s3 stop --state-dir .demo

@@ -1,5 +1,6 @@
 """Boxes stay on their objects' pixels: solid boxes of known colours, packed through the real
-stages (local source and target), under resizes and every EXIF orientation."""
+stages (through the local S3 server, or local folders), under resizes and every EXIF
+orientation."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ def test_orient_moves_a_box_as_the_pixels_move(orientation):
 
 
 @pytest.mark.parametrize("resize", [0, 100, 333])
-def test_voc_boxes_within_a_pixel_and_on_their_colour(tmp_path, resize):
-    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+def test_voc_boxes_within_a_pixel_and_on_their_colour(bucket, resize):
+    """Through the local S3 server."""
+    src, pub = f"s3://{bucket}/src", f"s3://{bucket}/pub"
     put_all(src, {"JPEGImages/a.jpg": boxed_image(W, H, BOXES),
                   "Annotations/a.xml": voc_xml(W, H, BOXES)})
     run = build(spec(src, pub, **{"pack.resize": resize, "pack.upscale": True}))
@@ -113,11 +115,13 @@ def test_displayed_size_with_stored_frame_is_named(tmp_path):
     assert "box_frame: displayed" in frame[0]["fix"]
 
 
-def test_coco_boxes_on_their_colour(tmp_path):
-    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+@pytest.mark.parametrize("resize", [0, 120])
+def test_coco_boxes_on_their_colour(bucket, resize):
+    """Through the local S3 server."""
+    src, pub = f"s3://{bucket}/src", f"s3://{bucket}/pub"
     put_all(src, {"images/a.jpg": boxed_image(W, H, BOXES),
                   "annotations/instances.json": coco_document([("a.jpg", W, H, BOXES)])})
-    run = build(spec(src, pub, layout="coco", **{"pack.resize": 120}))
+    run = build(spec(src, pub, layout="coco", **{"pack.resize": resize}))
     img, label = records(run.out)["images/a.jpg"]
     _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
     assert _classes(run) == sorted(n for n, *_ in BOXES)

@@ -124,7 +124,9 @@ def run_demo(repo: Path, port: int = 9000, per_class: int = 40,
     print(f"  latest:  {releases.latest_uri(spec)} -> {latest['version']}")
     print(f"  local copy: {local}")
     print(f"listed {summary['listed']} = packed {summary['packed']} + quarantined "
-          f"{summary['quarantined']}")
+          f"{summary['quarantined']}" + (f" (and {summary['objects_quarantined']} refused "
+                                         "object(s) of packed images)"
+                                         if summary.get("objects_quarantined") else ""))
     for split, count in summary["splits"].items():
         print(f"  {split:<5} {count:>6} records")
     bench = json.loads((local / names.BENCH).read_text())["summary"]
