@@ -175,3 +175,40 @@ def test_data_docs_open_offline(published, page, artifacts):
         if i == 0:
             screenshot(page, artifacts, "data-docs-validation")
     assert [url for url in requested if not url.startswith(LOCAL)] == []
+
+
+@pytest.fixture(scope="module")
+def published_detection(s3_endpoint, tmp_path_factory):
+    """The detection sample (VOC, known boxes, bad annotations) built and published."""
+    from recforge.dev import detection_sample
+
+    bucket = f"rdetect-{tmp_path_factory.mktemp('b').name[-6:].lower()}"
+    storage.s3_client().create_bucket(Bucket=bucket)
+    detection_sample.upload(f"s3://{bucket}/raw", "voc", count=30)
+    spec = load_spec(REPO / "include" / "datasets" / "demo_detection.yaml").with_overrides(
+        {"source.uri": f"s3://{bucket}/raw", "publish.uri": f"s3://{bucket}/datasets"})
+    version = pipeline.build(spec, run_id="d1", workers=1)["publish"]["uri"]
+    local = tmp_path_factory.mktemp("published-detection")
+    storage.download(f"{version}/report.html", local / "report.html")
+    return Published(local, version, storage.read_jsonl(f"{version}/records.jsonl"))
+
+
+def test_detection_report_draws_boxes_and_refused_objects(published_detection, page,
+                                                          artifacts):
+    """Samples with their boxes drawn, the object charts, and the refused objects with
+    their box, all decoded offline."""
+    from playwright.sync_api import expect
+
+    requested = _open_offline(page, published_detection / "report.html")
+    expect(page.locator("#samples figure.box img").first).to_be_visible()
+    assert page.locator("#samples figure.box img").count() >= 4
+    expect(page.locator("[id='refused-objects']")).to_be_visible()
+    table = page.locator("[id='refused-objects'] ~ table").first
+    text = table.inner_text()
+    assert "box_outside_image" in text and "degenerate_box" in text
+    assert table.locator("img").count() == 2  # each refused box drawn on its source image
+    assert page.locator("#charts svg").count() >= 3
+    assert _undecoded_images(page) == []
+    screenshot(page, artifacts, "detection-report")
+    page.locator("#samples").screenshot(path=str(artifacts / "detection-samples.png"))
+    assert [url for url in requested if not url.startswith(LOCAL)] == []
