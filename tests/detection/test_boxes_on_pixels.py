@@ -125,3 +125,36 @@ def test_coco_boxes_on_their_colour(bucket, resize):
     img, label = records(run.out)["images/a.jpg"]
     _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
     assert _classes(run) == sorted(n for n, *_ in BOXES)
+
+
+def test_negatives_kept_with_one_padding_row(tmp_path):
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    put_all(src, {"JPEGImages/a.jpg": boxed_image(W, H, BOXES),
+                  "Annotations/a.xml": voc_xml(W, H, BOXES),
+                  "JPEGImages/empty.jpg": boxed_image(W, H, []),
+                  "Annotations/empty.xml": voc_xml(W, H, [])})
+    run = build(spec(src, pub, **{"detection.empty_images": "keep"}))
+    img, label = records(run.out)["JPEGImages/empty.jpg"]
+    assert label[4:] == [-1.0] * 6 and label[2:4] == [W, H]
+    quarantined = storage.get_bytes(storage.join(run.out, names.QUARANTINE))
+    assert b"no_objects" not in quarantined
+
+
+def test_pack_in_a_child_process_labels_the_same(tmp_path):
+    """After a pack attempt that died, images decode in a child (crash isolation): the
+    labels must not change."""
+    from recforge.stages import entry
+
+    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
+    put_all(src, {"JPEGImages/r.jpg": boxed_image(W, H, BOXES, orientation=6),
+                  "Annotations/r.xml": voc_xml(W, H, BOXES)})
+    s = spec(src, pub)
+    plain = records(build(s, "plain").out)["JPEGImages/r.jpg"][1]
+    run = build(s, "isolated")
+    shard = storage.read_json(run.shard_list)["shards"][0]
+    storage.delete_prefix(run.cache(""))  # nothing to reuse: the shard is packed again
+    # the marker a dead attempt leaves: this attempt decodes each image in a child
+    storage.put_bytes(run.shard_output(shard, names.PACK_ATTEMPT), b"{}")
+    entry("pack")(run, shard)
+    entry("merge")(run)
+    assert records(run.out)["JPEGImages/r.jpg"][1] == plain
