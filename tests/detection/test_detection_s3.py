@@ -14,6 +14,7 @@ from recforge.dev import detection_sample
 from recforge.format import detection_label, names
 from tests.common.detection import build, spec
 
+pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
 COUNT = 10
 
 
