@@ -71,3 +71,12 @@ def test_segmentation_defaults_follow_the_task_but_keep_explicit_values():
     assert explicit.bench.options.loader == "image_record_iter"
     assert explicit.quality.loader.value_range == (0.0, 255.0)
     assert parse_spec(BASE).bench.options.loader == "image_record_iter"
+
+
+def test_shard_size_is_a_count_or_auto():
+    assert parse_spec(BASE).pack.shard_size == 500  # fixed by default: boundaries stay put
+    auto = parse_spec({**BASE, "pack": {"shard_size": "auto"}})
+    assert auto.pack.shard_size == "auto"
+    for bad in (0, 1_000_001, "big"):
+        with pytest.raises(SpecError, match="pack.shard_size"):
+            parse_spec({**BASE, "pack": {"shard_size": bad}}, origin="x.yaml")

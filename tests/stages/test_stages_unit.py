@@ -153,3 +153,43 @@ def test_a_shard_error_that_cannot_be_pickled_still_reaches_the_caller(tmp_path,
                        "publish": {"uri": str(tmp_path / "pub")}})
     with pytest.raises(RuntimeError, match="shard train-00000: Unpicklable: Could not connect"):
         pipeline._shard_stages((spec, "r", ("pack",), "train-00000"))
+
+
+def test_auto_shards_hold_at_least_the_minimum_work():
+    # small data: one floor-sized shard per split, never tiny tasks
+    assert split.auto_shard_size({"train": 900, "val": 100, "test": 0}, 16) \
+        == split.AUTO_MIN_SHARD
+    assert split.AUTO_MIN_SHARD == split.PACK_IMAGES_PER_SECOND * split.MIN_TASK_SECONDS
+
+
+@pytest.mark.parametrize("total, slots", [(20_000, 16), (100_000, 16), (1_280_000, 16),
+                                          (10_000_000, 64), (5_000, 2)])
+def test_auto_shards_fill_the_slots_within_a_few_waves(total, slots):
+    counts = {"train": int(total * 0.9), "val": total - int(total * 0.9), "test": 0}
+    size = split.auto_shard_size(counts, slots)
+    shards = sum(-(-n // size) for n in counts.values() if n)
+    assert size >= split.AUTO_MIN_SHARD
+    assert size // split.AUTO_MIN_SHARD & (size // split.AUTO_MIN_SHARD - 1) == 0  # a step
+    if total >= slots * split.AUTO_MIN_SHARD:  # the data allows every slot a task
+        assert shards >= slots
+    assert shards <= slots * split.AUTO_WAVES + len(counts)
+
+
+def test_auto_shard_size_is_stable_as_the_data_grows():
+    sizes = {split.auto_shard_size({"train": n, "val": 0, "test": 0}, 16)
+             for n in range(1_300_000, 2_400_000, 10_000)}
+    assert len(sizes) == 1  # +80 % of images: the same size, the same shard boundaries
+    assert split.auto_shard_size({"train": 1_300_000, "val": 0, "test": 0}, 16) < \
+        split.auto_shard_size({"train": 2_600_000, "val": 0, "test": 0}, 16)
+
+
+def test_plan_with_auto_shards_keeps_record_keys():
+    items = [{"source_key": f"c{i % 3}/{i}.jpg", "class_name": f"c{i % 3}"}
+             for i in range(6_000)]
+    ids = {"c0": 0, "c1": 1, "c2": 2}
+    fixed = split.plan([dict(i) for i in items], ids, 0.2, 0.0, 0, shard_size=500)
+    auto = split.plan([dict(i) for i in items], ids, 0.2, 0.0, 0, shard_size="auto", slots=2)
+    assert 2 <= len(auto) < len(fixed)
+    keys = lambda plan: sorted((r["split"], r["record_key"])  # noqa: E731
+                               for rows in plan.values() for r in rows)
+    assert keys(auto) == keys(fixed)

@@ -78,6 +78,14 @@ def trigger_params(spec: DatasetSpec) -> dict[str, Param]:
     }
 
 
+def pack_timeout(shard_size: int | str) -> timedelta:
+    """~3 s an image, at least 10 min; ``auto`` shards grow with the data (10 M images on 16
+    slots: ~80k an image shard, ~35 min at the assumed rate), so they get 3 h."""
+    if shard_size == "auto":
+        return timedelta(hours=3)
+    return timedelta(seconds=max(600, 3 * shard_size))
+
+
 def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
     """The DAG of one dataset; its tasks read the spec from ``specs_dir`` where they run."""
     folder = str(resolve_specs_dir(specs_dir))
@@ -110,7 +118,7 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
         # mapped tasks show their shard id in the UI instead of 0..N-1
         per_shard = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
                      "map_index_template": "{{ shard_id }}",
-                     "execution_timeout": timedelta(seconds=max(600, 3 * spec.pack.shard_size))}
+                     "execution_timeout": pack_timeout(spec.pack.shard_size)}
 
         @task(execution_timeout=timedelta(minutes=30))
         def ingest(**context) -> dict:

@@ -56,7 +56,10 @@ def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
         ("Splits", f"val {spec.splits.val_ratio}, test {spec.splits.test_ratio}, "
                    f"seed {spec.splits.seed} (by a hash of the source key)"),
         ("Packing", f"short side {spec.pack.resize or 'kept'} px, {spec.pack.encoding} quality "
-                    f"{spec.pack.quality}, {spec.pack.shard_size} images per pack task"),
+                    f"{spec.pack.quality}, " + (
+                        "shards sized from the data and the pack slots (auto)"
+                        if spec.pack.shard_size == "auto" else
+                        f"{spec.pack.shard_size} images per pack task")),
         ("Checklist", f"class balance ≥ {q.class_balance_min_ratio}, near-duplicates within "
                       f"{q.near_duplicate_hamming} bits, decode sample {q.decode_sample}; "
                       f"severities: {severities}"),

@@ -180,11 +180,20 @@ class PackSpec(StrictModel):
     interpolation: Literal["auto", "area", "linear", "cubic", "lanczos"] = Field(
         "auto", description="auto: reduced JPEG decode + cubic, area for large full-decode "
         "shrinks, linear below 2x (see docs/im2rec.md)")
-    shard_size: int = Field(500, ge=1, le=1_000_000, description="images per pack task")
+    shard_size: int | Literal["auto"] = Field(
+        500, description="images per pack task (1 to 1,000,000), or auto: sized from the "
+        "data and the pack slots so each task holds at least ~30 s of work (docs/spec.md)")
     max_pixels: int = Field(
         178_956_970, ge=1, le=MAX_PIXELS_CEILING,
         description="decompression-bomb guard: larger images are quarantined (at most 4e9)"
     )
+
+    @field_validator("shard_size")
+    @classmethod
+    def _shard_size_ok(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and not 1 <= v <= 1_000_000:
+            raise ValueError("shard_size is 1 to 1,000,000 images, or auto")
+        return v
 
 
 class PublishSpec(StrictModel):

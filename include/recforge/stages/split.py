@@ -20,7 +20,6 @@ from collections.abc import Iterable
 
 from recforge import storage
 from recforge.errors import PlanTooLarge
-from recforge.format import names
 from recforge.format.names import SPLITS
 from recforge.incremental import cache, changes, fingerprint
 from recforge.incremental import plan as cdc
@@ -55,7 +54,7 @@ def shard_size_within(counts: dict[str, int], shard_size: int, max_shards: int |
     Only shard boundaries move: record keys and order are fixed before sharding, so the
     merged splits are the same bytes whatever the shard size."""
     def shards(size: int) -> int:
-        return sum(-(-n // size) for n in counts.values() if n)
+        return _shards(counts, size)
 
     splits = sum(1 for n in counts.values() if n)
     if max_shards is None or shards(shard_size) <= max_shards:
@@ -72,11 +71,48 @@ def shard_size_within(counts: dict[str, int], shard_size: int, max_shards: int |
     return lo
 
 
+# ``pack.shard_size: auto``. A pack task pays ~3.7 s of Airflow start-up (process, imports,
+# API round trips) whatever it holds, so a shard should hold far more work than that.
+PACK_IMAGES_PER_SECOND = 40  # one pack task's assumed rate: S3 read + decode + resize + encode
+MIN_TASK_SECONDS = 30  # at least this much work per task: start-up stays ~10 % of it
+AUTO_MIN_SHARD = PACK_IMAGES_PER_SECOND * MIN_TASK_SECONDS  # 1,200 images
+AUTO_WAVES = 8  # at most ~this many rounds of tasks per slot: the night's start-ups are bounded
+
+
+def _shards(counts: dict[str, int], size: int) -> int:
+    return sum(-(-n // size) for n in counts.values() if n)
+
+
+def auto_shard_size(counts: dict[str, int], slots: int | None) -> int:
+    """``pack.shard_size: auto``: the shard size for ``counts`` (records per split) and
+    ``slots`` pack tasks at once.
+
+    ``AUTO_MIN_SHARD`` · 2^k, the smallest step that keeps the tasks within ``AUTO_WAVES``
+    rounds per slot, stepped down while that leaves a slot idle (never below
+    ``AUTO_MIN_SHARD``). Doubling steps keep the size stable: it moves only when the data
+    doubles, and then unchanged chunks are reused from the cache, not re-packed."""
+    slots = max(1, slots or 1)
+    total = sum(counts.values())
+    want = max(AUTO_MIN_SHARD, -(-total // (slots * AUTO_WAVES)))
+    size = AUTO_MIN_SHARD
+    while size < want:
+        size *= 2
+    while size > AUTO_MIN_SHARD and _shards(counts, size) < slots:
+        size //= 2
+    return size
+
+
+def resolve_shard_size(shard_size: int | str, counts: dict[str, int], slots: int | None) -> int:
+    """The spec's ``pack.shard_size``, with ``auto`` sized by :func:`auto_shard_size`."""
+    return auto_shard_size(counts, slots) if shard_size == "auto" else int(shard_size)
+
+
 def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_ratio: float,
-         seed: int, shard_size: int, max_shards: int | None = None) -> dict[str, list[dict]]:
+         seed: int, shard_size: int | str, max_shards: int | None = None,
+         slots: int | None = None) -> dict[str, list[dict]]:
     """shard id → planned records (with split, label, record key, chunk), in record-key
-    order; content-defined shards averaging ``shard_size``, at most ``max_shards`` of them
-    (the average grows when needed).
+    order; content-defined shards averaging ``shard_size`` (``auto``: sized for ``slots``
+    pack tasks at once), at most ``max_shards`` of them (the average grows when needed).
 
     ``items`` may be a stream (``storage.iter_jsonl``): only the planned rows are held, with
     repeated strings (keys, class names, a name equal to its source key) held once."""
@@ -101,7 +137,9 @@ def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_rati
         for row in rows:
             row["record_key"] = keys[row["source_key"]]
     del keys
-    size = shard_size_within({s: len(r) for s, r in by_split.items()}, shard_size, max_shards)
+    counts = {s: len(r) for s, r in by_split.items()}
+    shard_size = resolve_shard_size(shard_size, counts, slots)
+    size = shard_size_within(counts, shard_size, max_shards)
     chunks = {s: cdc.chunk_split(rows, shard_size) for s, rows in by_split.items() if rows}
     planned, _ = cdc.fit_shards(chunks, size, cdc.chunk_avg(shard_size), max_shards)
     return {shard_id(s, n): rows for s, shards in planned.items()
@@ -116,7 +154,7 @@ def split(run: Run) -> dict:
     items = storage.iter_jsonl(run.items)  # streamed: at 10 M items, no list of them
     ids = storage.read_json(run.classes)["ids"]
     shards = plan(items, ids, spec.splits.val_ratio, spec.splits.test_ratio, spec.splits.seed,
-                  spec.pack.shard_size, run.max_shards)
+                  spec.pack.shard_size, run.max_shards, run.slots)
     counts = {s: sum(len(r) for k, r in shards.items() if k.startswith(s + "-")) for s in SPLITS}
     content = decide_content(run, shards)
     if content["no_change"]:
@@ -126,7 +164,7 @@ def split(run: Run) -> dict:
                  content["content_id"][:12])
     if shards:  # published with the version: what `recforge cache prune` keeps for it
         previous = cache.previous_plan(content["previous_uri"])
-        storage.write_json(run.output(names.CACHE_KEYS),
+        storage.write_json(run.cache_keys,
                            cache.mark_known(shards, content["options_hash"], previous))
     for sid, rows in shards.items():
         storage.write_jsonl(run.shard_plan(sid), rows)
