@@ -25,7 +25,7 @@ FLOORS = [
     {"storage", "quarantine", "progress", "phash", "imaging", "format"},
     {"segmentation", "detection", "im2rec", "crash_isolation"},
     {"quality", "bench", "report"},
-    {"run", "releases", "alerts", "incremental"},
+    {"run", "releases", "claims", "alerts", "incremental"},
     {"stages"},
     {"pipeline"},
     {"orchestration"},

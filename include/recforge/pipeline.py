@@ -116,7 +116,8 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
     (per-shard stages: a list, one per shard). ``dry_run`` stops before ``publish``. When
     ``split`` finds the content unchanged since the latest version (and not
     ``force_rebuild``), the run stops there: ``no_change`` is true, nothing is published."""
-    run = Run(spec, run_id or new_run_id(), force_rebuild=force_rebuild)
+    run = Run(spec, run_id or new_run_id(), force_rebuild=force_rebuild, dry_run=dry_run,
+              slots=workers or os.cpu_count())
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
     plan = stages.stages_for(spec.task)
@@ -141,13 +142,17 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
                     shards_done.update()
             else:
                 warming = None
+                # only on a spare core: with every core packing, the imports would slow
+                # the shards down by as much as they save later
+                spare = (os.cpu_count() or 1) > n
 
-                def submitted(later=tuple(m for st in plan[i:] for m in st.imports)):
+                def submitted(later=tuple(m for st in plan[i:] for m in st.imports),
+                              spare=spare):
                     # the workers exist now (with fork the first submit starts them all;
                     # spawn and forkserver never fork this process), and this thread only
                     # waits for them: the one time the imports race nothing
                     nonlocal warming, warmed
-                    if not warmed:
+                    if not warmed and spare:
                         warming, warmed = warm_imports(later), True
 
                 try:

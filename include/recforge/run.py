@@ -9,12 +9,19 @@ it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
     split/content.json  split/changes.json  (content id, changes since the latest version)
     shards/<shard>/plan.jsonl  shards/<shard>/part.*  (pack's output)
     masks/<shard>/*.png  masks/<shard>/{converted.jsonl, quarantine.jsonl, report.json}
-    out/   the merged dataset, as it will be published; out/checksums.json (merge's files)
-    benchmark/checksums.json  quality_gate/checksums.json  (the files those stages added to out/)
+    split/cache_keys.json  (the shard-cache entries this run's version is built from)
+    merge/home.json  where the merged dataset lives: the claimed version folder, or out/
+    out/   the merged dataset of a dry run (or of staging and publish on different stores)
+    merge/checksums.json  benchmark/checksums.json  quality_gate/checksums.json
+                          (the files each stage wrote into the merged dataset)
     publish/version.json  the version name this run chose (retries reuse it)
 
-Publish copies exactly the files the ``checksums.json`` records name, so an object left in
-``out/`` by a killed earlier attempt is never published. The packed-shard cache is not per
+The merged dataset is written where it will be published (:attr:`Run.out`): merge claims
+the version folder (``recforge.claims``) and composes the splits straight into it, so a
+version costs one server-side pass over its bytes; the folder stays invisible until
+publish writes its manifest. Publish checks exactly the files the ``checksums.json``
+records name and deletes anything else there (a killed earlier attempt's leftovers), so it
+is never published. The packed-shard cache is not per
 run: ``<staging>/cache/<dataset>/`` (:func:`cache_uri`).
 """
 
@@ -24,10 +31,10 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from recforge import storage
+from recforge import releases, storage
 from recforge.format import names
 from recforge.spec import DatasetSpec
 
@@ -61,7 +68,10 @@ class Run:
     spec: DatasetSpec
     run_id: str
     max_shards: int | None = None  # how many pack tasks the orchestrator can map (None: any)
+    slots: int | None = None  # pack tasks that run at once (pack.shard_size: auto sizes for it)
     force_rebuild: bool = False  # build and publish even when nothing changed
+    dry_run: bool = False  # stop before publish: the merged dataset stays in staging out/
+    _home: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def staging(self) -> str:
@@ -132,23 +142,54 @@ class Run:
         return self.masks(shard_id, "report.json")
 
     @property
+    def cache_keys(self) -> str:
+        """split's record of the shard-cache entries (merge puts it into the dataset)."""
+        return self.uri("split", names.CACHE_KEYS)
+
+    @property
+    def composes_in_version(self) -> bool:
+        """Whether merge writes the dataset straight into its version folder: not for a dry
+        run (nothing may appear where versions live), nor when staging and the publish
+        target are on different stores (no server-side pass between them)."""
+        return not self.dry_run and \
+            storage.is_s3(self.spec.staging) == storage.is_s3(self.spec.publish.uri)
+
+    @property
+    def home(self) -> str:
+        return self.uri("merge", "home.json")
+
+    def set_out(self, version: str | None) -> None:
+        """Record where merge writes the dataset: ``version``'s folder (claimed), or staging
+        ``out/`` (None)."""
+        storage.write_json(self.home, {"version": version})
+        self._home.update(version=version)
+
+    @property
+    def out_version(self) -> str | None:
+        """The version whose folder :attr:`out` is (merge claimed it), or None."""
+        if "version" not in self._home and storage.exists(self.home):
+            self._home.update(storage.read_json(self.home))
+        return self._home.get("version")
+
+    @property
     def out(self) -> str:
-        """The merged dataset, exactly as it will be published."""
-        return self.uri("out")
+        """Where the merged dataset lives, exactly as it will be published: the version
+        folder merge claimed, or staging ``out/`` (a dry run; before merge)."""
+        version = self.out_version
+        return releases.version_uri(self.spec, version) if version else self.uri("out")
 
     def output(self, name: str) -> str:
-        return self.uri("out", name)
+        return storage.join(self.out, name)
 
     @property
     def quality_docs(self) -> str:
-        """Where the checklist's Data Docs land (under ``out/``, so they are published)."""
-        return self.uri("out", names.QUALITY_DIR)
+        """Where the checklist's Data Docs land (in the dataset, so they are published)."""
+        return storage.join(self.out, names.QUALITY_DIR)
 
     def checksums(self, stage: str) -> str:
-        """The ``checksums.json`` of what ``stage`` wrote into ``out/``: merge's is
-        ``out/checksums.json`` (the merge contract), a later stage's ``<stage>/checksums.json``."""
-        return self.output(names.CHECKSUMS) if stage == "merge" else \
-            self.uri(stage, names.CHECKSUMS)
+        """The ``checksums.json`` of what ``stage`` wrote into the merged dataset
+        (``<stage>/checksums.json`` in staging: never in the version folder itself)."""
+        return self.uri(stage, names.CHECKSUMS)
 
     @contextlib.contextmanager
     def recording_outputs(self, stage: str) -> Iterator[dict]:

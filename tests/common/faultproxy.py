@@ -102,8 +102,13 @@ class FaultProxy(ThreadingHTTPServer):
         return shown
 
     def real(self, etag: str) -> str:
+        """The upstream ETag of a shown one, quoted or not as it was sent."""
+        bare = etag.strip('"')
         with self._lock:
-            return self._real.get(etag, etag)
+            real = self._real.get(f'"{bare}"')
+        if real is None:
+            return etag
+        return real if etag.startswith('"') else real.strip('"')
 
     def handle_error(self, request, client_address) -> None:
         """A client that gave up on a connection (its own timeout, our reset) is normal

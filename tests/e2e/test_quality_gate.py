@@ -42,7 +42,7 @@ def test_same_image_in_train_and_val_blocks_publish_and_alerts(
     assert not ok, "the run must fail at the quality gate"
     assert "QualityGateFailed" in out and "split_content" in out
     assert not storage.exists(f"s3://{bucket}/datasets/pets/latest.json")
-    assert not list(storage.list_objects(f"s3://{bucket}/datasets/pets"))
+    assert_nothing_published(f"s3://{bucket}/datasets/pets")
 
     assert len(inbox) == 1, out[-3000:]
     mail_from, rcpts, msg = inbox[0]
@@ -65,7 +65,7 @@ def test_loader_below_its_floor_blocks_publish_and_alerts_with_numbers(
                                   "RECFORGE_SPECS_DIR": str(specs)})
     ok, out = demo.run_dag_test("recforge__pets", env)
     assert not ok and "BenchFloorsFailed" in out
-    assert not list(storage.list_objects(f"s3://{bucket}/datasets/pets"))
+    assert_nothing_published(f"s3://{bucket}/datasets/pets")
     assert len(received) == 1, out[-3000:]
     alert = json.dumps(received[0]["json"])
     assert "benchmark" in alert and "is below the floor 1000000000" in alert
@@ -85,3 +85,14 @@ def test_warning_publishes_and_notifies(bucket, tmp_path, webhook_server):  # no
     assert storage.exists(f"s3://{bucket}/datasets/pets/latest.json")
     assert len(received) == 1, out[-3000:]
     assert "class_balance" in json.dumps(received[0]["json"])
+
+
+def assert_nothing_published(root: str) -> None:
+    """No version a reader can see: the run's folder (merge composed into it) has no
+    manifest, so ``releases`` lists none and ``latest.json`` is absent."""
+    from recforge import releases
+    from recforge.format import names
+
+    assert releases.versions(root) == [] and releases.resolve_latest(root) is None
+    assert not [o.key for o in storage.list_objects(root)
+                if o.key.endswith(names.MANIFEST) or o.key == names.LATEST]

@@ -13,6 +13,7 @@ import recforge
 from recforge import errors, stages
 from recforge.bench import BenchFloorsFailed, LoaderBenchError
 from recforge.bench.environment import MXNetEnvironmentMissing
+from recforge.claims import ClaimLost
 from recforge.errors import RecforgeFailure
 from recforge.orchestration import stage as orchestration_stage
 from recforge.orchestration import xcom
@@ -35,6 +36,7 @@ FAILURES = [
     errors.ReconciliationError("counts do not reconcile"),
     errors.ValidationFailed("structural validation failed"),
     errors.VersionExistsError("v1 was already published"),
+    ClaimLost("v1 is no longer claimed by run 'r'"),
     errors.ChecksumMismatch("train.rec: SHA-256 ab…, expected cd…"),
     errors.StoreGuaranteeMissing("the store at http://gw:80 accepted a second write"),
     LoaderBenchError("max_crop_size 300 is larger than the smallest image"),

@@ -146,7 +146,8 @@ def test_report_names_the_published_version_and_its_files(two_versions):
 
 
 def test_a_failed_gate_report_says_it_was_not_published(tmp_path):
-    """A failed gate keeps the report in staging: it names the staging prefix and says so."""
+    """A failed gate keeps the report in the run's unpublished folder: it names the folder
+    and says so."""
     from recforge.quality import QualityGateFailed
     from recforge.spec import parse_spec
     from tests.common.sources import SMALL_BENCH
@@ -162,10 +163,11 @@ def test_a_failed_gate_report_says_it_was_not_published(tmp_path):
         "quality": {"loader": {"min_images_per_sec": 1e9}}})
     with pytest.raises(QualityGateFailed):
         pipeline.build(spec, run_id="f1", workers=1)
-    staged = next((tmp_path / "pub").rglob("out/report.html"))
+    staged = next((tmp_path / "pub").rglob("report.html"))
     page = Page(staged.read_text())
     assert "Not published." in page.words and "loader_throughput" in page.words
-    assert page.summary["location"].startswith(f"staging: {staged.parent}")
+    assert page.summary["location"].startswith(f"unpublished: {staged.parent}")
+    assert not (staged.parent / "manifest.json").exists()
     assert "NOT published" in page.summary["version"]
     assert "load it" not in page.summary and "latest" not in page.summary
 

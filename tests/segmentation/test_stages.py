@@ -78,11 +78,11 @@ def test_segmentation_run(tmp_path, source):
     records = storage.read_jsonl(run.output("records.jsonl"))
 
     # validate: classification checks on the images and mask checks on the pair
-    report = validate.validate_prefix(run.uri("out"))
+    report = validate.validate_prefix(run.out)
     assert report["ok"], report["failures"]
 
     # train
-    ds = mxnet_readers.read("segmentation_pairs", root=run.uri("out"), split="train")
+    ds = mxnet_readers.read("segmentation_pairs", root=run.out, split="train")
     assert len(ds["keys"]) == 4 and ds["num_classes"] == 19
     key_to_src = {r["key"]: r["source_key"] for r in records}
     for key, img, mask in zip(ds["keys"], ds["images"], ds["masks"], strict=True):

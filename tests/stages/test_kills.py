@@ -99,7 +99,14 @@ def test_a_killed_pack_run_again_stages_the_same_bytes(source, s3_endpoint, tmp_
     assert (snapshot(killed.shard_output(shard, "")), snapshot(entry)) == expected
 
 
-def test_a_killed_merge_run_again_publishes_the_same_bytes(source, s3_endpoint, tmp_path):
+def test_a_killed_merge_in_its_version_folder_is_invisible_and_its_rerun_finishes_it(
+        source, s3_endpoint, tmp_path):
+    """Merge composes straight into the run's claimed version folder: killed half-way, the
+    folder holds part of a dataset but no manifest, so no reader sees it; the retry writes
+    exactly an uninterrupted run's bytes there, and publish makes it a verified version."""
+    from recforge import releases
+    from recforge.cli import main
+
     runs = {}
     for run_id in ("clean", "killed"):
         run, shards = planned(source, run_id)
@@ -107,17 +114,26 @@ def test_a_killed_merge_run_again_publishes_the_same_bytes(source, s3_endpoint, 
             stages.entry("pack")(run, shard)
         runs[run_id] = run
     stages.entry("merge")(runs["clean"])
-    expected = snapshot(runs["clean"].out)
+    unchecked = ("plan.jsonl", names.CLAIM)
+    expected = snapshot(runs["clean"].out, unchecked)
+    assert runs["clean"].out_version is not None  # composed in its version folder
 
     killed = runs["killed"]
-    kill_when_written(s3_endpoint, tmp_path, killed, "merge", [], killed.out,
-                      names.rec("train"), names.SUMMARY)
+    target = releases.version_uri(source, killed.version())
+    written = kill_when_written(s3_endpoint, tmp_path, killed, "merge", [], target,
+                                names.rec("train"), names.SUMMARY)
+    assert names.rec("train") in written and names.MANIFEST not in written
+    root = releases.dataset_root(source)
+    assert releases.read_manifest(target) is None and releases.read_latest(source) is None
+    assert releases.versions(root) == []  # a folder without a manifest is no version
     summary = stages.entry("merge")(killed)  # the retry
-    assert snapshot(killed.out) == expected
+    assert killed.out == target and snapshot(target, unchecked) == expected
     records = storage.read_jsonl(killed.output(names.RECORDS))
     keys = [r["source_key"] for r in records]
     assert len(keys) == len(set(keys)) == summary["packed"]
     assert summary["listed"] == summary["packed"] + summary["quarantined"]
+    published = stages.entry("publish")(killed)
+    assert published["uri"] == target and main(["verify", target]) == 0
 
 
 def test_a_publish_killed_before_its_manifest_then_rerun_verifies(source, s3_endpoint,

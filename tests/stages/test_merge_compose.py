@@ -91,8 +91,9 @@ def test_composed_merge_downloads_no_rec_bytes(bucket, tmp_path):
 
     expected = _concat_locally(dirs, tmp_path)
     got = tmp_path / "got"
-    for name in ("train.rec", "train.idx", "train.lst", names.CHECKSUMS):
+    for name in ("train.rec", "train.idx", "train.lst"):
         storage.download(run.output(name), got / name)
+    storage.download(run.checksums("merge"), got / names.CHECKSUMS)
     assert (got / "train.rec").read_bytes() == (expected / "train.rec").read_bytes()
     assert (got / "train.idx").read_bytes() == (expected / "train.idx").read_bytes()
 
@@ -113,7 +114,7 @@ def test_composed_merge_downloads_no_rec_bytes(bucket, tmp_path):
     for name in ("train.idx", "train.lst"):
         assert sums[name] == storage.file_digest(got / name)
     listed = {o.key for o in storage.list_objects(run.out)}
-    assert set(sums) == listed - {names.CHECKSUMS}
+    assert set(sums) == listed - {names.CLAIM}  # merge composed into its claimed version
 
     assert validate.validate(run)["checked"] == "composition"
 
@@ -217,7 +218,7 @@ def test_mask_streams_are_composed_and_aligned_on_s3(bucket, tmp_path):
     summary = merge.merge(run)
     assert summary["listed"] == 10 and summary["packed"] == 10 and summary["splits"] == {
         "train": 5}
-    sums = storage.read_json(run.output(names.CHECKSUMS))["files"]
+    sums = storage.read_json(run.checksums("merge"))["files"]
     assert len(sums["train_mask.rec"]["parts"]) == 2 and "train_mask.idx" in sums
     records = storage.read_jsonl(run.output(names.RECORDS))
     mask_idx = storage.get_bytes(run.output("train_mask.idx")).decode().splitlines()

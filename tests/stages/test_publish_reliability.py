@@ -93,7 +93,7 @@ def test_a_published_run_releases_its_staged_record_files_and_a_retry_still_work
     out = publish.publish(run)
     left = {o.key for o in storage.list_objects(run.staging)}
     assert not {k for k in left if k.endswith(".rec")}
-    assert {"out/summary.json", "out/checksums.json", "publish/version.json"} <= left
+    assert {"out/summary.json", "merge/checksums.json", "publish/version.json"} <= left
     assert verify.differences(out["uri"]) == []
     assert publish.publish(run) == out  # a retry of the task after it succeeded
     assert publish.release_staging(run) == {"files": 0, "bytes": 0}

@@ -142,9 +142,11 @@ def test_every_s3_request_of_a_build_goes_through_the_one_retry_rule(baseline, t
     try:
         with through(rate=0.05, modes=MODES, seed=7):
             out = pipeline.build(spec, run_id="ruled", workers=1)
-            storage.copy_exact(storage.join(out["publish"]["uri"], "train.rec"),
-                               f"s3://{bucket}/elsewhere/train.rec")
-            storage.delete(f"s3://{bucket}/elsewhere/train.rec")
+            elsewhere = [f"s3://{bucket}/elsewhere/{n}" for n in ("train.rec", "val.rec")]
+            for name, uri in zip(("train.rec", "val.rec"), elsewhere, strict=True):
+                storage.copy_exact(storage.join(out["publish"]["uri"], name), uri)
+            storage.delete(elsewhere[0])
+            storage.delete_many(elsewhere)  # a build composing in place deletes no batch
     finally:
         storage.configure_s3(None)
     outside = sorted({op for op, ruled in seen if not ruled})

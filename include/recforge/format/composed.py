@@ -126,11 +126,12 @@ def detection_lst(data: bytes, num_classes: int | None) -> tuple[np.ndarray, str
     return np.array(keys, np.int64), None
 
 
-def validate_composition(prefix: str, num_classes: int | None = None) -> dict:
-    """Check a merged dataset under ``prefix`` (S3 or local) by its composition."""
+def validate_composition(prefix: str, checksums: str, num_classes: int | None = None) -> dict:
+    """Check a merged dataset under ``prefix`` (S3 or local) by its composition, as merge's
+    ``checksums`` record (a ``checksums.json`` URI) lists it."""
     sizes = {o.key: o.size for o in storage.list_objects(prefix) if "/" not in o.key}
     failures: list[str] = []
-    files = storage.read_json(storage.join(prefix, names.CHECKSUMS))["files"]
+    files = storage.read_json(checksums)["files"]
     for name, entry in sorted(files.items()):
         if sizes.get(name) != entry["size"]:
             failures.append(f"{name}: {names.CHECKSUMS} says {entry['size']} bytes, "

@@ -12,12 +12,13 @@ to the task's lineage (``recforge.orchestration.lineage``).
 from __future__ import annotations
 
 import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 
 from recforge import stages
 from recforge.errors import RecforgeFailure, SpecError
-from recforge.orchestration import connections, lineage, specs, xcom
+from recforge.orchestration import connections, lineage, pools, specs, xcom
 from recforge.run import Run
 from recforge.spec import DatasetSpec, load_specs, using_specs_dir
 
@@ -59,14 +60,24 @@ def max_map_length() -> int:
     return conf.getint("core", "max_map_length", fallback=1024)
 
 
+def pack_slots() -> int:
+    """Pack tasks that run at once: the pack pool (as sized by ``RECFORGE_PACK_POOL_SLOTS``),
+    the per-run cap and ``[core] parallelism``, whichever is smallest."""
+    from airflow.configuration import conf
+
+    pool = int(os.environ.get(pools.PACK.slots_env) or pools.PACK.slots)
+    return max(1, min(pool, pools.PACK.slots, conf.getint("core", "parallelism", fallback=32)))
+
+
 def run_for(name: str, params: dict | None, run_id: str,
             directory: str | Path | None = None) -> Run:
     spec = spec_by_name(name, directory)
     overrides = overrides_from_params(params)
     if overrides:
         spec = spec.with_overrides(overrides)
-    return Run(spec, run_id, max_shards=max_map_length(),
-               force_rebuild=bool((params or {}).get("force_rebuild")))
+    return Run(spec, run_id, max_shards=max_map_length(), slots=pack_slots(),
+               force_rebuild=bool((params or {}).get("force_rebuild")),
+               dry_run=bool((params or {}).get("dry_run")))
 
 
 # libraries whose INFO lines drown a task log (botocore's endpoint line per client, GX's

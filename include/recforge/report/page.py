@@ -290,9 +290,10 @@ def _summary(inp: ReportInputs, where: Where) -> str:
     version = m.get("version")
     if where.blocked:
         version_row = f"{version or '—'}: NOT published (the quality gate failed)"
-        location = (f"staging: {where.uri} — the quality gate failed "
+        location = (f"unpublished: {where.uri} — the quality gate failed "
                     f"({', '.join(where.blocked)}), so no version was published; this report "
-                    "and the dataset stay in the run's staging prefix")
+                    "and the dataset stay in that folder, invisible to readers (no manifest), "
+                    "until a later publish removes it")
     elif where.published:
         version_row, location = version or "—", where.uri
     else:

@@ -1,16 +1,17 @@
 """The ``benchmark`` task (queue ``gpu``): the loader benchmark on the merged train split.
 
-``bench.json`` lands in ``out/`` and so is published with the dataset; a loader below the
-spec's floors raises ``BenchFloorsFailed`` with the numbers (``recforge.bench``). The latest
-version's ``bench.json`` is handed over: when the loader would read byte-identical files
-with the same options on the same host, its measurements are reused (``reused_from``).
+``bench.json`` lands in the merged dataset (``Run.out``) and so is published with it; a
+loader below the spec's floors raises ``BenchFloorsFailed`` with the numbers
+(``recforge.bench``). The latest version's ``bench.json`` is handed over: when the loader
+would read byte-identical files with the same options on the same host, its measurements
+are reused (``reused_from``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from recforge import releases, storage
+from recforge import claims, releases, storage
 from recforge.bench import run_and_gate
 from recforge.format import names
 from recforge.run import Run
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def benchmark(run: Run) -> dict:
+    claims.keep_alive(run)
     with run.recording_outputs("benchmark"):  # bench.json's checksum, for publish
         return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
                             dataset_version=run.version(), run_id=run.run_id,

@@ -17,9 +17,16 @@ image, its mask, its VOC annotation; a COCO file that flatten used) or quarantin
 or the run fails here, before anything can be published. A refused object of an annotation
 (an entry with a ``part``) is reported, not accounted: its image is.
 
-``checksums.json``, written last, lists every file merge wrote into ``out/``: a composed
-``.rec`` as its parts in order (each shard's size and SHA-256 as pack computed them when it
-wrote the shard), every other file with its whole-file SHA-256.
+The dataset is written where it will be published (``Run.out``): merge first claims the
+run's version folder (``recforge.claims``; after proving the store honours conditional
+writes) and composes into it, so publish moves no dataset bytes — one server-side pass per
+version. The folder is invisible to readers until publish writes its manifest; a killed
+merge leaves only an unpublished folder this run owns, which the next attempt overwrites.
+A dry run, or staging and publish on different stores, writes to staging ``out/`` instead.
+
+``merge/checksums.json``, written last, lists every file merge wrote: a composed ``.rec`` as
+its parts in order (each shard's size and SHA-256 as pack computed them when it wrote the
+shard) and the ETag the store gave it, every other file with its whole-file SHA-256.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from recforge import quarantine, storage
+from recforge import claims, quarantine, releases, storage
 from recforge.errors import ReconciliationError, ValidationFailed
 from recforge.format import names
 from recforge.format.names import SPLITS
@@ -173,8 +180,9 @@ def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
         bases[mask] = storage.compose([s.file(names.rec(part, mask)) for s in shards],
                                       storage.join(out, names.rec(split, mask)),
                                       [p["size"] for p in pieces])
+        composed = storage.head(storage.join(out, names.rec(split, mask)))
         checksums[names.rec(split, mask)] = {
-            "size": sum(p["size"] for p in pieces),
+            "size": sum(p["size"] for p in pieces), "etag": composed.etag if composed else None,
             "parts": [{"size": p["size"], "sha256": p["sha256"]} for p in pieces]}
         with storage.HashingWriter(tmp / names.idx(split, mask)) as idx:
             idx_files = each_object((s.file(names.idx(part, mask)) for s in shards), threads)
@@ -227,9 +235,31 @@ def run_changes(run: Run) -> dict:
     return {"changes": storage.read_json(run.changes)} if storage.exists(run.changes) else {}
 
 
+def choose_out(run: Run) -> str:
+    """Claim the run's version folder and make it the dataset's home (``Run.out``), or
+    staging ``out/`` where the run does not compose in place. A version already published
+    is never written into: by another run it raises ``VersionExistsError``, and by this run
+    too (re-running merge after publish would change a published version)."""
+    spec, version = run.spec, None
+    out = run.uri("out")
+    if run.composes_in_version:
+        version = run.version()
+        out = releases.version_uri(spec, version)
+        manifest = releases.read_manifest(out)
+        if manifest is not None:
+            raise claims.exists_error(out, manifest.get("run_id"))
+        if spec.publish.conditional_writes == "required":
+            storage.prove_conditional_writes(spec.publish.uri)
+        claims.claim(run.run_id, out)
+    run.set_out(version)
+    log.info("merge: composing into %s", out)
+    return out
+
+
 def merge(run: Run) -> dict:
-    """Compose the splits; ``out/checksums.json`` (written last) records every file."""
+    """Compose the splits; ``merge/checksums.json`` (written last) records every file."""
     storage.delete(run.checksums("merge"))  # a killed attempt leaves none for publish to trust
+    choose_out(run)
     before = storage.transferred()
     shard_ids = storage.read_json(run.shard_list)["shards"]
     accounting = Reconciler()
@@ -280,10 +310,8 @@ def merge(run: Run) -> dict:
                    dict(Counter(e.reason for e in parts))} if parts else {}),
                **run_changes(run)}
     _put(run, names.SUMMARY, storage.json_bytes(summary), checksums)
-    cache_keys = run.output(names.CACHE_KEYS)  # split's record of the shard cache, if any
-    if storage.exists(cache_keys):
-        size, digest = storage.sha256_range(cache_keys)
-        checksums[names.CACHE_KEYS] = {"size": size, "sha256": digest}
+    if storage.exists(run.cache_keys):  # split's record of the shard cache, if any
+        _put(run, names.CACHE_KEYS, storage.get_bytes(run.cache_keys), checksums)
     storage.write_json(run.checksums("merge"), {"files": checksums})
     moved = storage.transferred().minus(before)
     log.info("merge: listed %d = packed %d + quarantined %d; splits %s", counts["listed"],

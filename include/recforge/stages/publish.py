@@ -6,28 +6,33 @@ is written last and is what makes a version exist. Then ``<publish.uri>/<name>/l
 moves to it. In order (``docs/reliability.md`` lists each guarantee and its test):
 
 1. **What**: exactly the files the current attempt's stages recorded with their SHA-256s —
-   merge's ``out/checksums.json``, then each later stage's ``<stage>/checksums.json``
-   (``Run.recording_outputs``). Anything else in ``out/`` (a killed attempt's leftovers) is
-   not published. Each staged source must still have its recorded size (and ETag).
+   merge's ``merge/checksums.json``, then each later stage's ``<stage>/checksums.json``
+   (``Run.recording_outputs``). Anything else in the dataset's folder (a killed attempt's
+   leftovers) is not published. Each recorded file must still have its recorded size (and
+   ETag).
 2. **Proof** that the store honours conditional writes (``storage.prove_conditional_writes``,
    once per bucket and process): a store that ignores ``If-None-Match`` / ``If-Match``
-   fails the publish with ``StoreGuaranteeMissing`` before anything is written, unless the
-   spec sets ``publish.conditional_writes: unchecked``.
-   **Claim**: ``<version>/_claim.json`` naming the run, written with ``If-None-Match: *``.
-   A version another run claimed raises ``VersionExistsError`` before this run has written
-   anything there; this run's own claim (a retry after a crash) resumes.
-3. **Clean**: version folders without a manifest whose claim is older than
-   ``ORPHAN_GRACE_S`` (a publish that crashed and was never retried) are deleted.
-4. **Copy, then check**: server-side copies that keep the source's ETag and have the store
-   compute their SHA-256 (``storage.copy_exact``); each copy must have the recorded size and
-   the store's checksum of it must be the recorded SHA-256 (or the source's composite
-   checksum) — the source's ETag only where the store keeps no checksums, since under SSE-KMS
-   an ETag is no digest and a copy gets another one;
-   and one up to ``HASH_UP_TO`` bytes is read back and hashed (whole, or part by part,
-   ``PART_THREADS`` parts at a time). A mismatch fails the publish naming the file
+   fails with ``StoreGuaranteeMissing`` before anything is written, unless the spec sets
+   ``publish.conditional_writes: unchecked``.
+   **Claim**: ``<version>/_claim.json`` naming the run (``recforge.claims``), written with
+   ``If-None-Match: *``. Merge took it already where it composed into the version folder;
+   a version another run claimed raises ``VersionExistsError`` before this run has written
+   anything there; this run's own claim resumes.
+3. **Clean**: version folders without a manifest whose claim nobody touched for
+   ``claims.ORPHAN_GRACE_S`` (a run that died before publishing) are deleted.
+4. **Check in place, or copy then check.** Where merge composed into the version folder
+   (``Run.out`` is the version: the default) nothing is copied: every recorded file there
+   must have its recorded size and SHA-256 (one up to ``HASH_UP_TO`` bytes is read back and
+   hashed, whole or part by part, ``PART_THREADS`` parts at a time). Otherwise (a pinned
+   version, staging on another store) files are copied server-side keeping the source's
+   ETag with the store computing their SHA-256 (``storage.copy_exact``); each copy must
+   have the recorded size and the store's checksum of it must be the recorded SHA-256 (or
+   the source's composite checksum) — the source's ETag only where the store keeps no
+   checksums, since under SSE-KMS an ETag is no digest and a copy gets another one — and is
+   read back as above. A mismatch fails the publish naming the file
    (``ChecksumMismatch``), and removes the partial version this run owns.
    Then whatever else the version folder holds is deleted: an earlier attempt of this run
-   that died before its manifest may have copied files this attempt does not publish (a
+   that died before its manifest may have written files this attempt does not publish (a
    re-run quality gate writes its Data Docs pages under new names).
 5. **manifest.json** (every file with its size, ``sha256`` or ``parts``, and the store's
    ``checksum`` where it keeps one) with
@@ -36,7 +41,8 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
    absent), and only forward (``releases.order_key``): a late retry of an older run never
    moves it back.
 7. **Release** the run's staged ``*.rec`` files (``release_staging``): the version holds
-   the copies, and the cache the next night builds from is not per run.
+   its own, and the cache the next night builds from is not per run; a folder this run
+   merged into and then did not publish (its version was pinned to another) is removed.
 
 A retried publish of the same run reuses its version (``Run.version``); reading releases is
 ``recforge.releases``.
@@ -49,15 +55,14 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from recforge import releases, storage
-from recforge.errors import ChecksumMismatch, VersionExistsError
+from recforge import claims, releases, storage
+from recforge.errors import ChecksumMismatch
 from recforge.format import names
 from recforge.run import Run
 from recforge.stages import stages_for
 
 log = logging.getLogger(__name__)
 HASH_UP_TO = 256 * 1024 ** 2  # copies up to this size are read back and hashed
-ORPHAN_GRACE_S = 3 * 3600  # > the publish task's timeout: an older claim is a dead publish
 CAS_ATTEMPTS = 20
 COPY_THREADS = 8
 PART_THREADS = 8  # parts of one composed file read back and hashed at once
@@ -72,7 +77,7 @@ def content_fields(run: Run) -> dict:
 
 
 def publish(run: Run, version: str | None = None, metadata: dict | None = None,
-            orphan_grace_s: float = ORPHAN_GRACE_S) -> dict:
+            orphan_grace_s: float = claims.ORPHAN_GRACE_S) -> dict:
     """Publish the run's recorded outputs as a new version, verified, then move
     ``latest.json``. ``version`` pins the version name (default: the run's choice)."""
     spec = run.spec
@@ -85,13 +90,14 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
         if spec.publish.conditional_writes == "required":
             storage.prove_conditional_writes(spec.publish.uri)
         previous = releases.read_latest(spec)
-        _claim(run, target)
-        _clean_orphans(releases.dataset_root(spec), version, orphan_grace_s)
-        published = _copy_and_check(run, target, files)
+        claims.claim(run.run_id, target)
+        claims.clean_orphans(releases.dataset_root(spec), version, orphan_grace_s)
+        in_place = run.out == target
+        published = (_check_in_place if in_place else _copy_and_check)(run, target, files)
         _drop_strays(run, target, files)
         manifest = _write_manifest(run, target, version, published, summary, previous, metadata)
     elif manifest.get("run_id") != run.run_id:
-        raise _exists(target, manifest.get("run_id"))
+        raise claims.exists_error(target, manifest.get("run_id"))
     else:
         log.info("publish: %s already published by this run; nothing to copy", target)
     pointer = {"version": version, "uri": target, "run_id": run.run_id,
@@ -101,6 +107,9 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
         log.info("publish: %s → %s (latest.json updated)", spec.name, target)
     out = {"version": version, "uri": target, "run_id": run.run_id,
            "records": summary.get("splits", {})}
+    if run.out != target and claims.release(run.run_id, run.out):  # merged into another
+        log.info("publish: removed %s, which this run merged into before its version was "
+                 "pinned to %s", run.out, version)
     release_staging(run)
     report = storage.join(target, names.REPORT)
     if storage.exists(report):
@@ -138,55 +147,6 @@ def staged_files(run: Run) -> dict[str, dict]:
     return files
 
 
-def _exists(target: str, owner: str | None, claimed: bool = False) -> VersionExistsError:
-    what = "is claimed (being published, or a crashed publish)" if claimed else \
-        "was already published"
-    return VersionExistsError(f"{target} {what} by run {owner!r}; published versions are "
-                              "never overwritten — choose another version")
-
-
-def _claim(run: Run, target: str) -> None:
-    """Own ``target`` (``If-None-Match: *``), or raise ``VersionExistsError`` having
-    written nothing. This run's own claim (a retry) is resumed."""
-    uri = storage.join(target, names.CLAIM)
-    doc = {"run_id": run.run_id, "claimed_at": datetime.now(UTC).isoformat()}
-    for _ in range(3):  # a claim can vanish between our write and our read: a refused
-        try:            # publish removing its partial version; then the version is free
-            storage.write_json(uri, doc, if_none_match=True)
-        except storage.PreconditionFailed:
-            pass
-        claim = storage.read_json(uri) if storage.exists(uri) else None
-        if claim is not None:
-            break
-    if (claim or {}).get("run_id") != run.run_id:  # read back: the one the server kept owns it
-        manifest = releases.read_manifest(target)
-        raise _exists(target, (manifest or claim or {}).get("run_id"), claimed=not manifest)
-    if claim.get("claimed_at") != doc["claimed_at"]:
-        log.info("publish: resuming this run's incomplete publish of %s", target)
-
-
-def _clean_orphans(root: str, own: str, grace_s: float) -> None:
-    """Delete version folders without a manifest, claimed more than ``grace_s`` ago (or not
-    at all): publishes that crashed and were never resumed."""
-    now = datetime.now(UTC)
-    others = [v for v in storage.list_dirs(root) if v != own]
-    with ThreadPoolExecutor(COPY_THREADS) as pool:  # one HEAD a version: a nightly dataset
-        complete = list(pool.map(  # has hundreds after a year
-            lambda v: storage.exists(storage.join(root, v, names.MANIFEST)), others))
-    for v, done in zip(others, complete, strict=True):
-        base = storage.join(root, v)
-        if done:
-            continue
-        claim_uri = storage.join(base, names.CLAIM)
-        claim = storage.read_json(claim_uri) if storage.exists(claim_uri) else {}
-        since = claim.get("claimed_at")
-        age = (now - datetime.fromisoformat(since)).total_seconds() if since else float("inf")
-        if age >= grace_s:
-            n = storage.delete_prefix(base)
-            log.warning("publish: removed incomplete version %s (%d objects, claimed by run "
-                        "%r %s)", base, n, claim.get("run_id"), since or "never")
-
-
 def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]:
     """Copy every file server-side and check the copy; returns the manifest's entries."""
     def one(name: str) -> tuple[dict, str | None]:
@@ -206,13 +166,38 @@ def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]
         return {"name": name, "size": entry["size"], **digest, "etag": dst.etag, **kept}, \
             problem
 
+    return _verdict(target, files, one, "the published copy is not what was staged")
+
+
+def _check_in_place(run: Run, target: str, files: dict[str, dict]) -> list[dict]:
+    """Check every file merge and the later stages wrote straight into the version folder
+    (their size and SHA-256 as recorded; ``staged_files`` checked sizes and ETags); returns
+    the manifest's entries. Nothing is copied."""
+    def one(name: str) -> tuple[dict, str | None]:
+        entry = files[name]
+        uri = storage.join(target, name)
+        problem = releases.check_file(uri, entry, name=name, hash_up_to=HASH_UP_TO,
+                                      threads=PART_THREADS)
+        info = storage.head(uri)
+        digest = {"parts": entry["parts"]} if "parts" in entry else {"sha256": entry["sha256"]}
+        kept = {"checksum": info.checksum} if info and info.checksum else {}
+        return {"name": name, "size": entry["size"], **digest,
+                "etag": info.etag if info else None, **kept}, problem
+
+    return _verdict(target, files, one, "what is in the version folder is not what the "
+                    "stages recorded; re-run the run from merge")
+
+
+def _verdict(target: str, files: dict[str, dict], one, what: str) -> list[dict]:
+    """``one(name)`` for every file, ``COPY_THREADS`` at a time → the manifest's entries; any
+    problem removes the partial version this run owns and raises ``ChecksumMismatch``."""
     with ThreadPoolExecutor(COPY_THREADS) as pool:
         done = list(pool.map(one, sorted(files)))
     problems = [p for _, p in done if p]
     if problems:
-        n = storage.delete_prefix(target)  # this run's claim and copies: nothing to resume
-        raise ChecksumMismatch(f"publish refused ({n} objects of {target} removed); the "
-                               "published copy is not what was staged:\n" + "\n".join(problems))
+        n = storage.delete_prefix(target)  # this run's claim and files: nothing to resume
+        raise ChecksumMismatch(f"publish refused ({n} objects of {target} removed); {what}:\n"
+                               + "\n".join(problems))
     return [e for e, _ in done]
 
 
@@ -250,7 +235,7 @@ def _write_manifest(run: Run, target: str, version: str, files: list[dict], summ
     except storage.PreconditionFailed:
         existing = releases.read_manifest(target) or {}
         if existing.get("run_id") != run.run_id:
-            raise _exists(target, existing.get("run_id")) from None
+            raise claims.exists_error(target, existing.get("run_id")) from None
         return existing  # this run's own write whose answer was lost
     return manifest
 
@@ -263,7 +248,7 @@ def release_staging(run: Run) -> dict:
     cache, which the next night builds from. A run that never publishes keeps its staging
     for diagnosis (``docs/operations.md``: expire it with a lifecycle rule)."""
     doomed = [(storage.join(prefix, o.key), o.size)  # where .rec files live; not masks/,
-              for prefix in (run.out, run.uri("shards"))  # a staged PNG per image
+              for prefix in (run.uri("out"), run.uri("shards"))  # a staged PNG per image
               for o in storage.list_objects(prefix) if o.key.endswith(".rec")]
     storage.delete_many(uri for uri, _ in doomed)
     released = {"files": len(doomed), "bytes": sum(size for _, size in doomed)}

@@ -2,10 +2,12 @@
 the loader benchmark's results (``recforge.quality``), then the dataset report
 (``recforge.report``) that shows it.
 
-Data Docs land in ``out/quality/`` and the report in ``out/report.html``, so both are
-published next to the dataset, and a failed run keeps them in staging for the alert. The
-report names the version the run publishes to (publish copies it there unchanged); only a
-failed gate's report names staging, and says it was not published. A
+Data Docs land in ``quality/`` and the report in ``report.html`` of the merged dataset
+(``Run.out``), so both are published with it; a failed run's stay in its unpublished
+folder for the alert, until a later publish removes it as a dead run's
+(``recforge.claims``). The
+report names the version the run publishes to; a failed gate's report says it was not
+published. A
 failed ``fail``-severity check raises ``QualityGateFailed`` carrying the result (the
 Airflow edge hands it to the alert); otherwise the result is returned for the notice.
 """
@@ -16,7 +18,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from recforge import releases, storage
+from recforge import claims, releases, storage
 from recforge.format import names
 from recforge.incremental import changes
 from recforge.quality import enforce, format_table, run_and_upload
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 
 
 def quality_gate(run: Run) -> dict:
+    claims.keep_alive(run)
     # a killed earlier attempt's pages never mix with this one's (publish copies only what
     # this attempt records in quality_gate/checksums.json anyway)
     storage.delete_prefix(run.quality_docs)
@@ -58,8 +61,8 @@ def write_report(run: Run, blocked: list[str] | None = None) -> dict:
     where publish puts it (``published_report``).
 
     The report describes the version the run publishes to (``releases.version_uri`` of
-    ``Run.version``): publish copies it there unchanged. Only a failed gate's report names
-    the staging prefix, and says it was not published."""
+    ``Run.version``), where publish leaves it unchanged. A failed gate's report says it was
+    not published."""
     latest = releases.read_latest(run.spec)
     target = releases.version_uri(run.spec, run.version())
     about = {"dataset": run.spec.name, "version": run.version(), "run_id": run.run_id,

@@ -1,6 +1,7 @@
-"""The ``validate`` task: the check of the merged output in staging, where it lies.
+"""The ``validate`` task: the check of the merged dataset where it lies (its version folder,
+not yet visible, or staging ``out/``).
 
-A merged run (``checksums.json`` present) is checked by its composition
+A merged run (merge's ``checksums.json`` present) is checked by its composition
 (``recforge.format.composed``): every shard was checked structurally by its pack task, so
 this proves the parts were put together right — sizes, offsets, part boundaries read back
 with ranged GETs, ``.idx``/``.lst``/``records.jsonl``/``summary.json`` agreeing — without
@@ -10,18 +11,20 @@ dataset fails the run here, before the benchmark or the checklist spend time on 
 
 from __future__ import annotations
 
-from recforge import storage
+from recforge import claims, storage
 from recforge.errors import ValidationFailed
-from recforge.format import names
 from recforge.format.composed import validate_composition
 from recforge.format.validate import format_report, validate_prefix
 from recforge.run import Run
 
 
 def validate(run: Run) -> dict:
-    composed = storage.exists(run.output(names.CHECKSUMS))
-    report = validate_composition(run.out) if composed else validate_prefix(run.out)
+    claims.keep_alive(run)
+    record = run.checksums("merge")
+    composed = storage.exists(record)
+    report = validate_composition(run.out, record) if composed else validate_prefix(run.out)
     if not report["ok"]:
         raise ValidationFailed("structural validation failed:\n" + format_report(report))
     return {"ok": True, "checked": "composition" if composed else "every record",
             "splits": {s: r["records"] for s, r in report["splits"].items()}}
+
