@@ -18,11 +18,17 @@ window — so the night can be compared with what the storage itself requires.
     PYTHONPATH=include python benchmarks/bench_incremental.py                  # ~4 min on 2 cores
     PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 1440 # 20,160: ~14 min
     PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 40   # a quick look
+    PYTHONPATH=include python benchmarks/bench_incremental.py --store rgw      # Ceph RGW
+
+``--store rgw`` runs the nights against a throwaway Ceph RADOS Gateway (``tests.common.rgw``,
+C++, as the test tiers use it) instead of moto, whose one Python process serves every
+request and copies every composed byte itself: a fairer stand-in for S3's server-side work.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -207,21 +213,38 @@ def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
             "listed": listed, "bytes": total, "upload": upload, "window": window["bytes"]}
 
 
+@contextlib.contextmanager
+def store(kind: str):
+    """The S3 environment (endpoint, credentials) of a local server for the block."""
+    if kind == "moto":
+        with s3server.running_server() as endpoint:
+            yield {"AWS_ENDPOINT_URL": endpoint, **s3server.DEV_CREDENTIALS}
+        return
+    sys.path.insert(0, str(REPO))
+    from tests.common import rgw
+
+    with tempfile.TemporaryDirectory(prefix="recforge-rgw-") as d, \
+            rgw.running_rgw(Path(d) / "rgw") as server:
+        yield server.env()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-class", type=int, default=360, help="images per class (14 classes)")
     ap.add_argument("--shard-size", type=int, default=500)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--fraction", type=float, default=0.01)
+    ap.add_argument("--store", choices=("moto", "rgw"), default="moto",
+                    help="the local S3 server: moto (recforge dev-s3) or Ceph RGW")
     ap.add_argument("--no-floor", action="store_true",
                     help="skip timing each night's S3 floor (what any build must move)")
     args = ap.parse_args()
 
     rng = random.Random(12)
-    with s3server.running_server() as endpoint, tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, **s3server.DEV_CREDENTIALS,
-               "PYTHONPATH": str(REPO / "include")}
-        os.environ.update({"AWS_ENDPOINT_URL": endpoint, **s3server.DEV_CREDENTIALS})
+    with store(args.store) as s3_env, tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, **s3_env, "PYTHONPATH": str(REPO / "include")}
+        os.environ.update(s3_env)
+        print(f"S3 server: {args.store} at {s3_env['AWS_ENDPOINT_URL']}")
         storage.ensure_bucket(f"s3://{BUCKET}")
         objects = generate(args.per_class, args.workers)
         with ThreadPoolExecutor(8) as pool:

@@ -76,6 +76,7 @@ def test_build_warms_only_while_the_shard_workers_run(modules, monkeypatch):
         return real(names)
 
     monkeypatch.setattr(pipeline, "warm_imports", recording)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # a core to spare beside 2 workers
     result = pipeline.build(make_spec("unused-bucket"), run_id="warm", workers=2)
     assert len({r["pid"] for r in result["pack"]} - {os.getpid()}) >= 1  # in workers
     assert calls == [([probe, probe], 2)]  # once, with both workers already forked
@@ -92,3 +93,18 @@ def test_no_warm_up_when_the_shards_run_in_this_thread(modules, monkeypatch):
     monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])
     pipeline.build(make_spec("unused-bucket"), run_id="solo", workers=1)
     assert probe not in sys.modules  # pack imported in this thread: no import raced it
+
+
+def test_no_warm_up_when_every_core_packs(modules, monkeypatch):
+    # the imports would take a core from the shards and only move the time, not save it
+    probe = modules("recforge_warm_busy", "VALUE = 5\n")
+    plan = [Stage("split"), Stage("pack", per_shard=True), Stage("benchmark", imports=(probe,))]
+    fakes = {"split": lambda run: {"shards": ["s0", "s1"]}, "pack": lambda run, shard: {},
+             "benchmark": lambda run: {}}
+    monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
+    monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    calls = []
+    monkeypatch.setattr(pipeline, "warm_imports", lambda names: calls.append(list(names)))
+    pipeline.build(make_spec("unused-bucket"), run_id="busy", workers=2)
+    assert calls == []

@@ -28,10 +28,11 @@ import json
 import logging
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from pathlib import Path
+from typing import NamedTuple
 
 from recforge import quarantine, releases, storage
 from recforge.format import names
@@ -93,28 +94,56 @@ def _refusable(row: dict) -> list[str]:
     return [k for k in (row["source_key"], row.get("annotation_key")) if k]
 
 
-def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[bytes, list[dict], str]]:
-    """A pack of several chunks' rows in one go → each chunk's (rec bytes, records with
-    chunk-relative offsets, quarantine text), by the records' keys and the entries' keys."""
-    rec = (workdir / names.rec(names.SHARD_PART)).read_bytes()
+class Span(NamedTuple):
+    """A chunk's bytes left where pack wrote them (``path``, from ``start``): assembling a
+    shard streams them, so a pack task never holds its shard's ``.rec`` in memory."""
+    path: Path
+    start: int
+    length: int
+
+
+def pieces(data: bytes | Span, size: int = 1 << 20) -> Iterator[bytes]:
+    """A chunk's bytes, in pieces of at most ``size``."""
+    if isinstance(data, bytes):
+        yield data
+        return
+    with open(data.path, "rb") as f:
+        f.seek(data.start)
+        left = data.length
+        while left:
+            piece = f.read(min(size, left))
+            if not piece:
+                raise OSError(f"{data.path} ends {left} bytes before its chunk does")
+            left -= len(piece)
+            yield piece
+
+
+def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[Span, list[dict], str]]:
+    """A pack of several chunks' rows in one go → each chunk's (its span of ``part.rec``,
+    records with chunk-relative offsets, quarantine text), by the records' keys and the
+    entries' keys."""
+    path = workdir / names.rec(names.SHARD_PART)
+    size = path.stat().st_size
     records = {r["key"]: r for r in storage.read_jsonl(str(workdir / names.RECORDS))}
     refused: dict[str, list] = {}  # an image's entry, and those of its annotation's parts
     for e in quarantine.loads((workdir / names.QUARANTINE).read_bytes()):
         refused.setdefault(e.source_key, []).append(e)
-    ends = sorted(r["offset"] for r in records.values()) + [len(rec)]
+    ends = sorted(r["offset"] for r in records.values()) + [size]
     end_of = {o: ends[i + 1] for i, o in enumerate(ends[:-1])}
     out = []
     for group in groups:
         mine = [records[r["record_key"]] for r in group if r["record_key"] in records]
         start = mine[0]["offset"] if mine else 0
         stop = end_of[mine[-1]["offset"]] if mine else 0
-        out.append((rec[start:stop], [{**r, "offset": r["offset"] - start} for r in mine],
+        out.append((Span(path, start, stop - start),
+                    [{**r, "offset": r["offset"] - start} for r in mine],
                     quarantine.dumps([e for r in group for k in _refusable(r)
                                       for e in refused.get(k, [])]).decode("utf-8")))
     return out
 
 
-def assemble(parts: list[tuple[bytes, list[dict], str]], hashes: list[str], out: Path) -> dict:
+def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str],
+             out: Path) -> dict:
     """Chunks, in order → ``out/part.rec/.idx/.lst``, ``records.jsonl``, the quarantine and
     the chunk index (``chunks.json``), byte for byte what packing the whole shard at once
     writes."""
@@ -124,17 +153,21 @@ def assemble(parts: list[tuple[bytes, list[dict], str]], hashes: list[str], out:
             open(out / names.idx(part), "w", encoding="ascii", newline="\n") as idx, \
             open(out / names.lst(part), "w", encoding="utf-8") as lst:
         for (data, records, quarantined), h in zip(parts, hashes, strict=True):
-            rec.write(data)
+            digest, length = hashlib.sha256(), 0
+            for piece in pieces(data):
+                rec.write(piece)
+                digest.update(piece)
+                length += len(piece)
             for r in records:
                 r = {**r, "offset": r["offset"] + base}
                 idx.write(f"{r['key']}\t{r['offset']}\n")
                 lst.write(names.lst_line(r["key"], r["label"], r["name"]))
                 manifest.append(r)
             refused.append(quarantined)
-            index.append({"hash": h, "start": base, "length": len(data),
-                          "sha256": hashlib.sha256(data).hexdigest(), "records": records,
+            index.append({"hash": h, "start": base, "length": length,
+                          "sha256": digest.hexdigest(), "records": records,
                           "quarantine": quarantined})
-            base += len(data)
+            base += length
     storage.write_jsonl(str(out / names.RECORDS), manifest)
     text = "".join(refused)
     (out / names.QUARANTINE).write_text(text, encoding="utf-8")
