@@ -12,6 +12,9 @@ publish touches it. A folder without a manifest whose claim has not been touched
 ``ORPHAN_GRACE_S`` belongs to a dead run and is deleted by the next publish of the dataset
 (:func:`clean_orphans`). A live run whose claim was removed finds out at its next touch and
 fails naming the fix; it never publishes into a folder it no longer owns.
+
+A claim is the publish protocol's, not a stage's output: it is written unrecorded
+(``storage.unrecorded``), so no stage's ``checksums.json`` lists it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _write(uri: str, doc: dict, **conditions) -> None:
+    with storage.unrecorded():
+        storage.write_json(uri, doc, **conditions)
+
+
 def claim(run_id: str, target: str) -> None:
     """Own ``target`` (``If-None-Match: *``), or raise ``VersionExistsError`` having written
     nothing there. This run's own claim (a retry, or publish after merge) is resumed and
@@ -55,7 +63,7 @@ def claim(run_id: str, target: str) -> None:
     doc["alive_at"] = doc["claimed_at"]
     for _ in range(3):  # a claim can vanish between our write and our read: a refused
         try:            # publish removing its partial version; then the version is free
-            storage.write_json(uri, doc, if_none_match=True)
+            _write(uri, doc, if_none_match=True)
         except storage.PreconditionFailed:
             pass
         held = storage.read_json(uri) if storage.exists(uri) else None
@@ -84,7 +92,7 @@ def touch(run_id: str, target: str) -> None:
                 f"run's after {ORPHAN_GRACE_S // 3600} h without a stage touching it; re-run "
                 "this run from merge (or trigger a new run)")
         try:
-            storage.write_json(uri, {**held, "alive_at": _now()}, if_match=found[1])
+            _write(uri, {**held, "alive_at": _now()}, if_match=found[1])
             return
         except storage.PreconditionFailed:
             continue  # rewritten meanwhile: read again and decide again

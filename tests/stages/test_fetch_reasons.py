@@ -94,7 +94,14 @@ def test_a_network_error_is_never_a_reason_to_drop_an_image(error, tmp_path, mon
         pack_items(rows, str(tmp_path), PackOptions(resize=0), tmp_path)
 
 
-def test_a_body_broken_mid_read_is_read_again(monkeypatch):
+WHOLE_BODY_READS = {"get_bytes": (storage.get_bytes, b"whole object"),
+                    "get_with_etag": (storage.get_with_etag, (b"whole object", "e1"))}
+
+
+@pytest.mark.parametrize("read", WHOLE_BODY_READS)
+def test_a_body_broken_mid_read_is_read_again(read, monkeypatch):
+    """A whole-body read retries its GET together with the body, as one attempt."""
+    fetch, whole = WHOLE_BODY_READS[read]
     calls = []
 
     class Body:
@@ -106,12 +113,12 @@ def test_a_body_broken_mid_read_is_read_again(monkeypatch):
 
     class Client:
         def get_object(self, **kw):
-            return {"Body": Body()}
+            return {"Body": Body(), "ETag": '"e1"'}
 
     monkeypatch.setattr(storage.client, "s3_client", lambda: Client())
     monkeypatch.setattr("time.sleep", lambda s: None)
-    assert storage.get_bytes("s3://b/k") == b"whole object" and len(calls) == 3
+    assert fetch("s3://b/k") == whole and len(calls) == 3
     calls.clear()
     monkeypatch.setattr(storage.retry, "READ_ATTEMPTS", 2)
     with pytest.raises(ResponseStreamingError):
-        storage.get_bytes("s3://b/k")
+        fetch("s3://b/k")

@@ -10,10 +10,10 @@ staging and publishing normally use S3.
 This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``uri`` (what
 a URI names), ``client`` (clients and byte accounting), ``errors`` (what an error means),
 ``checksums`` (S3's SHA-256 per object), ``retry`` (the one retry rule every request goes
-through), ``recording`` (what a stage wrote), ``multipart`` (one multipart upload),
-``objects`` (single objects and listings), ``documents`` (JSON, JSON lines), ``bulk``
-(prefetch and the coalesced ranged read), ``copies`` (server-side copies and composition),
-``guarantees`` (what a store honours, proved).
+through, so where requests are counted), ``recording`` (what a stage wrote), ``multipart``
+(one multipart upload), ``objects`` (single objects and listings), ``documents`` (JSON,
+JSON lines), ``bulk`` (prefetch and the coalesced ranged read), ``copies`` (server-side
+copies and composition), ``guarantees`` (what a store honours, proved).
 """
 
 from recforge.storage.bulk import (
@@ -87,8 +87,15 @@ from recforge.storage.objects import (
     size_of,
     upload,
 )
-from recforge.storage.recording import HashingWriter, file_digest, record_writes, sha256_file
+from recforge.storage.recording import (
+    HashingWriter,
+    file_digest,
+    record_writes,
+    sha256_file,
+    unrecorded,
+)
 from recforge.storage.retry import READ_ATTEMPTS
+from recforge.storage.retry import counts as request_counts
 from recforge.storage.uri import is_s3, join, local_path, split_s3
 
 __all__ = [
@@ -151,6 +158,7 @@ __all__ = [
     "read_jsonl",
     "read_spans",
     "record_writes",
+    "request_counts",
     "retry_settings",
     "s3_client",
     "sha256_file",
@@ -159,6 +167,7 @@ __all__ = [
     "slice_read",
     "split_s3",
     "transferred",
+    "unrecorded",
     "upload",
     "write_json",
     "write_jsonl",

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from recforge.storage import checksums, retry
 from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, UPLOAD_PART, Upload
-from recforge.storage.objects import ObjectInfo, download, head, iter_chunks, size_of, upload
+from recforge.storage.objects import (
+    ObjectInfo,
+    download,
+    head,
+    iter_chunks,
+    partial_path,
+    size_of,
+    upload,
+)
 from recforge.storage.uri import is_s3, local_path, split_s3
 
 MAX_COPY_OBJECT = 5 * 1024 ** 3  # S3's limit for one CopyObject (and one PUT)
@@ -171,10 +179,13 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
     if not is_s3(dest):
         path = local_path(dest)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".partial")
-        with open(tmp, "wb") as out:
-            concatenated(parts, out)
-        tmp.replace(path)
+        tmp = partial_path(path)
+        try:
+            with open(tmp, "wb") as out:
+                concatenated(parts, out)
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return bases
     if len(pieces) <= 1:
         with tempfile.TemporaryDirectory(prefix="recforge-compose-") as tmp:

@@ -57,7 +57,7 @@ class Upload:
                                                   ChecksumAlgorithm=checksums.ALGORITHM,
                                                   ChecksumSHA256=value)
 
-        got = retry.retrying(send, self.uri)
+        got = retry.retrying(send, self.uri, "upload_part")
         return {"PartNumber": number, "ETag": got["ETag"],
                 "ChecksumSHA256": checksums.of_response(got) or value}
 

@@ -1,11 +1,17 @@
-"""Single objects and listings by URI, on S3 (every request through ``retry.call``) or a
-local path."""
+"""Single objects and listings by URI, on S3 (every request through ``retry``) or a local
+path.
+
+A local write goes to :func:`partial_path` first and is renamed when whole, and a local
+listing skips those files and any removed since the walk: a reader of a folder sees whole
+objects only, as on S3, even beside a writer."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -14,6 +20,24 @@ from pathlib import Path
 from recforge.storage import checksums, client, multipart, recording, retry
 from recforge.storage.errors import PreconditionFailed, is_not_found, is_precondition, is_transient
 from recforge.storage.uri import is_s3, join, local_path, split_s3
+
+# partial_path's names, matched exactly: a file of one's own called ``x.partial`` is listed
+_PARTIAL = re.compile(r".+\.[0-9]+\.[0-9]+\.partial", re.S)
+
+
+def partial_path(path: str | os.PathLike) -> Path:
+    """Where a local write to ``path`` puts its bytes before the rename: beside it (same
+    file system, so the rename is atomic), named for this process and thread so two writers
+    never share one."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+
+
+def _local_files(root: Path) -> list[Path]:
+    """The files under ``root`` (sorted), writes in progress left out; ``os.walk`` passes
+    over a folder removed mid-walk."""
+    return sorted(Path(folder, name) for folder, _, files in os.walk(root)
+                  for name in files if not _PARTIAL.fullmatch(name))
 
 
 @dataclass(frozen=True)
@@ -59,10 +83,13 @@ def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
                                  obj["LastModified"].timestamp())
         return
     root = local_path(prefix_uri)
-    if not root.exists():
-        return
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        st = path.stat()
+    for path in _local_files(root):
+        try:
+            st = path.stat()
+        except FileNotFoundError:  # removed since the walk
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
         yield ObjectInfo(path.relative_to(root).as_posix(), st.st_size, _local_etag(st),
                          st.st_mtime)
 
@@ -81,7 +108,7 @@ def get_bytes(uri: str) -> bytes:
     if is_s3(uri):
         bucket, key = split_s3(uri)
         return retry.retrying(lambda: client.s3_client().get_object(
-            Bucket=bucket, Key=key)["Body"].read(), uri)
+            Bucket=bucket, Key=key)["Body"].read(), uri, "get_object")
     return local_path(uri).read_bytes()
 
 
@@ -109,7 +136,7 @@ def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stre
         return digest
     path = local_path(uri)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    tmp = partial_path(path)
     tmp.write_bytes(data)
     try:
         if if_none_match:
@@ -133,7 +160,7 @@ def download(uri: str, dest: str | os.PathLike) -> None:
     """Write an object to a local file, streamed (``iter_chunks``: a broken body resumes)."""
     Path(dest).parent.mkdir(parents=True, exist_ok=True)
     if is_s3(uri):
-        tmp = Path(f"{dest}.{os.getpid()}.{threading.get_ident()}.partial")
+        tmp = partial_path(dest)
         try:
             with open(tmp, "wb") as out:
                 for chunk in iter_chunks(uri, 8 << 20):
@@ -153,22 +180,24 @@ def upload(src: str | os.PathLike, uri: str) -> str:
     else:
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".partial")
-        shutil.copyfile(src, tmp)
-        tmp.replace(path)
+        tmp = partial_path(path)
+        try:
+            shutil.copyfile(src, tmp)
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
     if recording.active():
         info = head(uri)
         recording.record(uri, info.size, digest, info.etag, info.checksum)
     return digest
 
 
-def _s3_or_none(call: str, uri: str, **extra) -> dict | None:
-    """``s3_client().<call>(Bucket=, Key=)``'s response, or None if there is no object."""
+def _unless_missing(request):
+    """``request()``'s answer, or None if it found no object."""
     from botocore.exceptions import ClientError
 
-    bucket, key = split_s3(uri)
     try:
-        return retry.call(call, uri, Bucket=bucket, Key=key, **extra)
+        return request()
     except ClientError as exc:
         if is_not_found(exc):
             return None
@@ -184,7 +213,9 @@ def head(uri: str) -> ObjectInfo | None:
     it does not exist."""
     name = uri.rstrip("/").rsplit("/", 1)[-1]
     if is_s3(uri):
-        r = _s3_or_none("head_object", uri, ChecksumMode="ENABLED")
+        bucket, key = split_s3(uri)
+        r = _unless_missing(lambda: retry.call("head_object", uri, Bucket=bucket, Key=key,
+                                               ChecksumMode="ENABLED"))
         return None if r is None else ObjectInfo(name, r["ContentLength"],
                                                  r["ETag"].strip('"'), None,
                                                  checksums.of_response(r))
@@ -199,8 +230,13 @@ def get_with_etag(uri: str) -> tuple[bytes, str] | None:
     """An object's bytes and the ETag of exactly those bytes (for a compare-and-swap with
     ``put_bytes(if_match=...)``), or None if it does not exist."""
     if is_s3(uri):
-        r = _s3_or_none("get_object", uri)
-        return None if r is None else (r["Body"].read(), r["ETag"].strip('"'))
+        bucket, key = split_s3(uri)
+
+        def read() -> tuple[bytes, str]:  # the body with its GET: a break mid-read is retried
+            r = client.s3_client().get_object(Bucket=bucket, Key=key)
+            return r["Body"].read(), r["ETag"].strip('"')
+
+        return _unless_missing(lambda: retry.retrying(read, uri, "get_object"))
     info = head(uri)
     return None if info is None else (local_path(uri).read_bytes(), info.etag)
 
@@ -227,7 +263,7 @@ def get_range(uri: str, start: int, length: int) -> bytes:
         bucket, key = split_s3(uri)
         return retry.retrying(lambda: client.s3_client().get_object(
             Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read(),
-            uri)
+            uri, "get_object")
     with open(local_path(uri), "rb") as f:
         f.seek(start)
         return f.read(length)
@@ -290,7 +326,7 @@ def sha256_range(uri: str, start: int = 0, length: int | None = None,
                 left = None if left is None else left - len(block)
         return n, h.hexdigest()
 
-    return retry.retrying(read, uri)
+    return retry.retrying(read, uri, "get_object") if is_s3(uri) else read()
 
 
 def delete(uri: str) -> None:
@@ -342,7 +378,7 @@ def delete_prefix(prefix_uri: str) -> int:
         _delete_keys(bucket, keys, prefix_uri)
         return len(keys)
     root = local_path(prefix_uri)
-    n = sum(1 for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+    n = sum(1 for _ in list_objects(prefix_uri))
     shutil.rmtree(root, ignore_errors=True)
     return n
 

@@ -1,4 +1,7 @@
-"""What a stage wrote: sizes, SHA-256s and ETags, recorded where the bytes are written."""
+"""What a stage wrote: sizes, SHA-256s and ETags, recorded where the bytes are written.
+
+A write that is no stage's output (a version's claim, touched while stages run) is made
+inside :func:`unrecorded`, so no stage's record lists it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from collections.abc import Iterator
 
 _recorders: list[tuple[str, dict]] = []
 _recorders_lock = threading.Lock()
+_unrecorded = threading.local()
 
 
 @contextlib.contextmanager
@@ -25,18 +29,31 @@ def record_writes(prefix_uri: str) -> Iterator[dict[str, dict]]:
     try:
         yield written
     finally:
-        with _recorders_lock:
-            _recorders.remove(entry)
+        with _recorders_lock:  # by identity: a block on the same prefix has equal records
+            _recorders[:] = [e for e in _recorders if e is not entry]
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Writes this thread makes in the block are in no recording block's record."""
+    depth = getattr(_unrecorded, "depth", 0)
+    _unrecorded.depth = depth + 1
+    try:
+        yield
+    finally:
+        _unrecorded.depth = depth
 
 
 def active() -> bool:
-    """Whether any block is recording (else a write skips the HEAD a record needs)."""
-    return bool(_recorders)
+    """Whether a write now would be recorded (else it skips the HEAD a record needs)."""
+    return bool(_recorders) and not getattr(_unrecorded, "depth", 0)
 
 
 def record(uri: str, size: int, sha256: str, etag: str, checksum: str | None = None) -> None:
     """Note one written object in every recording block whose prefix holds it (with the
-    store's checksum, where it keeps one)."""
+    store's checksum, where it keeps one), unless the write is :func:`unrecorded`."""
+    if not active():
+        return
     entry = {"size": size, "sha256": sha256, "etag": etag,
              **({"checksum": checksum} if checksum else {})}
     with _recorders_lock:

@@ -7,7 +7,9 @@ mid-read (a streamed GET), and it stops retrying when its retry quota runs dry u
 PUT or COPY of the same bytes to the same key, DELETE, a part of a multipart upload); the
 few whose repeat answers differently (a conditional PUT that won, then lost its answer; a
 completed multipart upload) are resolved by their callers. ``inside()`` lets a test prove no
-request goes around it.
+request goes around it, and :func:`counts` tells how many requests of each operation this
+process sent (every attempt, so a retried request counts each time; botocore's own retries
+inside one attempt are not seen).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 
 from recforge.storage import client
 from recforge.storage.errors import UNREACHABLE_TYPES, is_transient
@@ -22,6 +25,8 @@ from recforge.storage.errors import UNREACHABLE_TYPES, is_transient
 READ_ATTEMPTS = 5  # recforge's attempts around each request, on top of botocore's
 
 _state = threading.local()
+_counts: Counter[str] = Counter()
+_counts_lock = threading.Lock()
 
 
 def inside() -> bool:
@@ -29,11 +34,20 @@ def inside() -> bool:
     return getattr(_state, "depth", 0) > 0
 
 
-def retrying(request, what: str):
+def counts() -> dict[str, int]:
+    """Requests sent so far by this process, by operation (``get_object``): a copy."""
+    with _counts_lock:
+        return dict(_counts)
+
+
+def retrying(request, what: str, operation: str):
     """``request()``, again with jittered exponential back-off while it fails transiently;
-    ``what`` (a URI) names it in the error."""
+    ``what`` (a URI) names it in the error, ``operation`` (the client method it calls, as
+    ``get_object``) is what each attempt counts as."""
     backoff = client.retry_settings()[2]
     for attempt in range(READ_ATTEMPTS):
+        with _counts_lock:
+            _counts[operation] += 1
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
             return request()
@@ -50,4 +64,4 @@ def retrying(request, what: str):
 def call(operation: str, what: str, **params):
     """``s3_client().<operation>(**params)`` under the rule: the client is looked up at each
     attempt, so a thread's new client (refreshed credentials) is the one retried with."""
-    return retrying(lambda: getattr(client.s3_client(), operation)(**params), what)
+    return retrying(lambda: getattr(client.s3_client(), operation)(**params), what, operation)
