@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,11 +21,19 @@ from tests.bench.test_bench import FAST, pack
 REPO = Path(__file__).resolve().parents[2]
 
 
-def die_loudly() -> None:
+def die_loudly(quiet_file: str | None = None) -> None:
     """A child that dies the way a crashing MXNet does: a message on stderr, then a signal."""
     sys.stderr.write("terminate called after throwing an instance of 'dmlc::Error'\n")
     sys.stderr.flush()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wait_then_report(quiet_file: str | None = None) -> dict:
+    """A child that waits for its caller's quiet, as the benchmark's timed part does."""
+    import time
+
+    waited = environment.wait_for_quiet(quiet_file)
+    return {"waited": waited, "quiet_at": time.time(), "told": quiet_file is not None}
 
 
 def mxnet_version() -> str:
@@ -42,6 +53,36 @@ def test_the_setting_names_the_interpreter(monkeypatch):
     assert environment.mxnet_python() == os.environ[environment.ENV_VAR]
     assert environment.call("tests.bench.test_environment:mxnet_version", {},
                             pythonpath=[str(REPO)]) == "1.9.1"
+
+
+@pytest.mark.parametrize("where", ["airflow_cfg", "env_var"])
+def test_the_command_line_reads_airflows_setting_without_importing_airflow(where, tmp_path):
+    """Outside Airflow, ``[recforge] mxnet_python`` is read from ``AIRFLOW__RECFORGE__*`` or
+    ``$AIRFLOW_HOME/airflow.cfg`` by hand: importing Airflow costs seconds and reconfigures
+    logging in the middle of a command."""
+    python = tmp_path / "mxnet-venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    home = tmp_path / "airflow"
+    home.mkdir()
+    configured = str(python) if where == "airflow_cfg" else "/nowhere/python"
+    (home / "airflow.cfg").write_text(  # a %-format elsewhere, as Airflow's own cfg has
+        f"[logging]\nlog_format = %%(asctime)s %%(message)s\n\n"
+        f"[recforge]\nmxnet_python = {configured}\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AIRFLOW") and k != environment.ENV_VAR}
+    env["AIRFLOW_HOME"] = str(home)
+    if where == "env_var":
+        env["AIRFLOW__RECFORGE__MXNET_PYTHON"] = str(python)
+    probe = ("import sys\n"
+             "from recforge.bench import environment\n"
+             "print(environment.mxnet_python())\n"
+             "assert 'airflow' not in sys.modules, 'airflow was imported'\n")
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(python)
 
 
 def test_no_mxnet_anywhere_fails_at_once_naming_the_setting(dataset, monkeypatch):
@@ -87,13 +128,13 @@ def test_a_dead_benchmark_writes_no_passing_bench_json(dataset, monkeypatch, tmp
 
 def test_one_child_process_per_benchmark(dataset, monkeypatch):
     calls = []
-    real = environment.subprocess.run
+    real = environment.subprocess.Popen
 
     def counting(*a, **k):
         calls.append(a[0])
         return real(*a, **k)
 
-    monkeypatch.setattr(environment.subprocess, "run", counting)
+    monkeypatch.setattr(environment.subprocess, "Popen", counting)
     res = run_benchmark(str(dataset), BenchOptions(**{**FAST, "thread_grid": (1, 2)}))
     assert len(res["runs"]) >= 1 and len(calls) == 1
     assert res["host"]["mxnet"] == "1.9.1"  # measured where MXNet lives, and said so
@@ -117,3 +158,46 @@ def test_dali_missing_names_its_extra(dataset, monkeypatch):
         run_benchmark(str(dataset), BenchOptions(**FAST), loader="dali")
     assert "needs the 'dali' extra: pip install 'recforge[dali]'" in str(err.value)
     assert "bench.loader: mxnet" in str(err.value)
+
+
+def test_the_child_waits_for_its_callers_quiet():
+    quiet = threading.Event()
+    timer = threading.Timer(1.0, quiet.set)
+    timer.start()
+    set_at = time.time() + 1.0
+    out = environment.call("tests.bench.test_environment:wait_then_report", {},
+                           pythonpath=[str(REPO)], quiet=quiet)
+    timer.join()
+    assert out["told"] and out["quiet_at"] >= set_at - 0.1 and out["waited"] > 0
+
+
+def test_without_quiet_the_child_does_not_wait():
+    out = environment.call("tests.bench.test_environment:wait_then_report", {},
+                           pythonpath=[str(REPO)])
+    assert not out["told"] and out["waited"] == 0
+
+
+def test_a_child_that_dies_before_quiet_is_not_waited_for():
+    started = time.monotonic()
+    with pytest.raises(environment.MXNetProcessFailed, match="SIGKILL"):
+        environment.call("tests.bench.test_environment:die_loudly", {},
+                         pythonpath=[str(REPO)], quiet=threading.Event())  # never set
+    assert time.monotonic() - started < 60
+
+
+def test_a_timeout_covers_the_wait_for_quiet():
+    with pytest.raises(environment.MXNetProcessFailed, match="ran past"):
+        environment.call("tests.bench.test_environment:wait_then_report", {},
+                         pythonpath=[str(REPO)], quiet=threading.Event(), timeout=8)
+
+
+def test_the_benchmarks_timing_waits_for_quiet_and_its_value_check_does_not(dataset):
+    """The value check runs before the caller is quiet, the timed sweep after it."""
+    quiet = threading.Event()
+    timer = threading.Timer(6.0, quiet.set)
+    timer.start()
+    started = time.monotonic()
+    res = run_benchmark(str(dataset), BenchOptions(**FAST), quiet=quiet)
+    timer.join()
+    assert time.monotonic() - started >= 6.0
+    assert res["value_check"]["batches"] >= 1 and res["runs"] and not res["problems"]

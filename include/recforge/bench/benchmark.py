@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,7 +26,8 @@ LOADERS = ("mxnet", "dali", "both")
 
 
 def run_benchmark(prefix: str, options: BenchOptions | None = None,
-                  previous: dict | None = None, loader: str = "mxnet") -> dict:
+                  previous: dict | None = None, loader: str = "mxnet",
+                  quiet: threading.Event | None = None) -> dict:
     """Benchmark the loader(s) over ``<prefix>/<split>.rec``; returns the ``bench.json`` dict.
 
     ``prefix`` is a local folder or an ``s3://`` prefix (a bounded window is fetched).
@@ -34,7 +36,9 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
     (``reused_from`` names them) instead of measuring again (``recforge.bench.measure``).
     Raises ``LoaderBenchError`` with the values and the fix when a loader cannot run,
     ``MXNetEnvironmentMissing`` when MXNet's environment is not there, and
-    ``MXNetProcessFailed`` when it dies.
+    ``MXNetProcessFailed`` when it dies. ``quiet``: the caller sets it once it stops
+    competing for the CPU; the fetch, MXNet's start-up and the untimed value check run
+    before it, every timed measurement after it (None: no waiting).
     """
     if loader not in LOADERS:
         raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
@@ -49,12 +53,14 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
         if loader == "dali":
             from recforge.bench.dali import measure_dali
 
+            if quiet is not None:
+                quiet.wait()
             return measure_dali(prefix, root, opts, fetched, sizes, started)
         results = environment.call(
             "recforge.bench.measure:measure",
             {"prefix": prefix, "root": str(root), "options": opts.model_dump(mode="json"),
              "fetched": fetched, "sizes": sizes, "previous": previous,
-             "started": started.isoformat()}, python=python)
+             "started": started.isoformat()}, python=python, quiet=quiet)
         if loader == "both":
             from recforge.bench.dali import measure_dali
 

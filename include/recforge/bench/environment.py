@@ -26,6 +26,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from recforge.bench.records import LoaderBenchError
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 ENV_VAR = "RECFORGE_MXNET_PYTHON"
 AIRFLOW_OPTION = ("recforge", "mxnet_python")
 STDERR_TAIL = 4000  # characters of a dead child's stderr kept in the error
+QUIET_POLL_S = 0.02  # how often the caller looks for its ``quiet`` event or a dead child
+QUIET_WAIT_S = 900.0  # the longest a child waits for ``quiet``: a caller that died never
+                      # leaves it waiting for good
 
 HOW_TO = (
     f"set {ENV_VAR} (or Airflow's [recforge] mxnet_python, AIRFLOW__RECFORGE__MXNET_PYTHON) "
@@ -56,15 +61,33 @@ class MXNetProcessFailed(RuntimeError):
 
 
 def _airflow_setting() -> str | None:
-    if importlib.util.find_spec("airflow") is None:
-        return None
-    try:
-        from airflow.configuration import conf
+    """Airflow's ``[recforge] mxnet_python``. In an Airflow process (a task: Airflow already
+    imported) from its config; elsewhere (the command line) without importing Airflow, which
+    costs seconds and reconfigures logging mid-run: ``AIRFLOW__RECFORGE__MXNET_PYTHON``, else
+    the option in ``$AIRFLOW_CONFIG`` (default ``$AIRFLOW_HOME/airflow.cfg``, ``AIRFLOW_HOME``
+    defaulting to ``~/airflow``), the file Airflow itself reads."""
+    if "airflow" in sys.modules:
+        try:
+            from airflow.configuration import conf
 
-        return conf.get(*AIRFLOW_OPTION, fallback=None) or None
-    except Exception as exc:  # an unconfigured Airflow must not break the CLI
-        log.debug("[recforge] mxnet_python unreadable: %s", exc)
+            return conf.get(*AIRFLOW_OPTION, fallback=None) or None
+        except Exception as exc:  # an unconfigured Airflow must not break the benchmark
+            log.debug("[recforge] mxnet_python unreadable: %s", exc)
+            return None
+    import configparser
+
+    section, key = AIRFLOW_OPTION
+    if value := os.environ.get(f"AIRFLOW__{section.upper()}__{key.upper()}"):
+        return value
+    home = os.environ.get("AIRFLOW_HOME") or "~/airflow"
+    path = Path(os.environ.get("AIRFLOW_CONFIG") or Path(home) / "airflow.cfg").expanduser()
+    cfg = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        cfg.read(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+        log.debug("[recforge] mxnet_python unreadable from %s: %s", path, exc)
         return None
+    return cfg.get(section, key, fallback=None) or None
 
 
 def mxnet_python() -> str:
@@ -85,35 +108,62 @@ def mxnet_python() -> str:
 
 
 def call(target: str, kwargs: dict, python: str | None = None,
-         pythonpath: list[str] | None = None, timeout: float | None = None):
+         pythonpath: list[str] | None = None, timeout: float | None = None,
+         quiet: threading.Event | None = None):
     """Run ``target`` (``"module:function"``) with ``kwargs`` in the MXNet environment and
     return its JSON result. One process per call: callers put a whole benchmark in one call.
 
     ``pythonpath``: folders put first on the child's ``sys.path`` (tests use it for their own
-    helpers). Raises the child's ``LoaderBenchError`` as such, ``MXNetEnvironmentMissing``
-    when the interpreter has no MXNet or another recforge, ``MXNetProcessFailed`` when it dies.
+    helpers). ``quiet``: set by the caller once nothing else of its own competes for the
+    CPU; the target gets ``quiet_file``, a path that exists from then on, and waits for it
+    before its timed work (:func:`wait_for_quiet`). Raises the child's ``LoaderBenchError``
+    as such, ``MXNetEnvironmentMissing`` when the interpreter has no MXNet or another
+    recforge, ``MXNetProcessFailed`` when it dies.
     """
     from recforge import __version__
 
     python = python or mxnet_python()
     with tempfile.TemporaryDirectory(prefix="recforge-mxnet-") as tmp:
         request, response = Path(tmp) / "request.json", Path(tmp) / "response.json"
+        quiet_file = Path(tmp) / "quiet"
+        if quiet is not None:
+            kwargs = {**kwargs, "quiet_file": str(quiet_file)}
         request.write_text(json.dumps({"target": target, "kwargs": kwargs,
                                        "recforge_version": __version__}))
         env = dict(os.environ)
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join([*pythonpath, env.get("PYTHONPATH", "")])
         log.info("MXNet environment: %s -m recforge.bench.worker %s", python, target)
-        try:
-            proc = subprocess.run([python, "-m", "recforge.bench.worker", str(request),
-                                   str(response)], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, timeout=timeout, check=False)
-        except OSError as exc:
-            raise MXNetEnvironmentMissing(f"cannot start {python}: {exc}; {HOW_TO}") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise MXNetProcessFailed(f"the MXNet process ({python}) ran past {timeout} s "
-                                     f"running {target}; it was killed") from exc
-        stderr = proc.stderr.decode("utf-8", "replace")
+        # stderr goes to a file, not a pipe: nobody reads a pipe while this waits for
+        # ``quiet``, and a child that fills one would block
+        with open(Path(tmp) / "stderr", "w+b") as stderr_file:
+            try:
+                proc = subprocess.Popen([python, "-m", "recforge.bench.worker", str(request),
+                                         str(response)], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=stderr_file)
+            except OSError as exc:
+                raise MXNetEnvironmentMissing(f"cannot start {python}: {exc}; {HOW_TO}") \
+                    from exc
+            deadline = None if timeout is None else time.monotonic() + timeout
+            try:
+                if quiet is not None:
+                    while proc.poll() is None and not quiet.wait(QUIET_POLL_S):
+                        if deadline is not None and time.monotonic() > deadline:
+                            raise subprocess.TimeoutExpired(proc.args, timeout)
+                    quiet_file.touch()
+                proc.wait(None if deadline is None
+                          else max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                proc.kill()
+                proc.wait()
+                raise MXNetProcessFailed(f"the MXNet process ({python}) ran past {timeout} s "
+                                         f"running {target}; it was killed") from exc
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            stderr_file.seek(0)
+            stderr = stderr_file.read().decode("utf-8", "replace")
         for line in stderr.splitlines()[-50:]:
             log.info("mxnet process: %s", line)
         reply = json.loads(response.read_text()) if response.exists() else None
@@ -140,3 +190,19 @@ def _signal_name(returncode: int) -> str:
         return f" (killed by {signal.Signals(-returncode).name})"
     except ValueError:
         return f" (killed by signal {-returncode})"
+
+
+def wait_for_quiet(quiet_file: str | None, limit_s: float = QUIET_WAIT_S) -> float:
+    """The child's side of ``call(..., quiet=)``: block until ``quiet_file`` exists (None:
+    at once); returns the seconds waited. The untimed work runs before it, beside the
+    caller's; the timed work after it, alone. At most ``limit_s``: then it goes on."""
+    if quiet_file is None:
+        return 0.0
+    started = time.monotonic()
+    path = Path(quiet_file)
+    while not path.exists() and time.monotonic() - started < limit_s:
+        time.sleep(QUIET_POLL_S / 2)
+    waited = time.monotonic() - started
+    log.info("bench: waited %.1f s for the caller's quiet", waited)
+    return waited
+

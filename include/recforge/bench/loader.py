@@ -409,7 +409,8 @@ def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
         "shapes": sorted({tuple(r["shape"]) for r in rows}),
         "dtypes": sorted({r["dtype"] for r in rows}),
         "per_batch": rows, "problems": problems,
-        "note": "untimed pass with the recommended preprocess_threads, after the sweep",
+        "note": "untimed pass with the spec's preprocess_threads (as MXNet caps them), before "
+                "the timed sweep",
     }
     if opts.loader == "detection":
         out["detection"] = detection_summary(rows)

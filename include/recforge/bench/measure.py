@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from recforge.bench.device import host_info, nprocs, resolve_device, thread_cap
+from recforge.bench.environment import wait_for_quiet
 from recforge.bench.loader import check_values, detection_problems, iter_name, run_loader
 from recforge.bench.records import (
     UPSCALE_NOTE,
@@ -53,9 +54,11 @@ DET_RESIZE_NOTE = (
 
 
 def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | None,
-            previous: dict | None, started: str) -> dict:
+            previous: dict | None, started: str, quiet_file: str | None = None) -> dict:
     """The ``bench.json`` dict for the window fetched into ``root`` (see the module
-    docstring); ``sizes``: the size check over the whole split from its manifest, if any."""
+    docstring); ``sizes``: the size check over the whole split from its manifest, if any.
+    ``quiet_file``: the untimed value check runs first, the timed work once that path
+    exists (``environment.wait_for_quiet``)."""
     opts = BenchOptions.model_validate(options)
     started_at = datetime.fromisoformat(started)
     fetched = {**fetched, "root": Path(root)}
@@ -65,8 +68,9 @@ def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | 
             return _reused(previous, prefix, fetched, started_at)
         log.info("bench: measuring again (%s)", why_not)
     if opts.loader == "segmentation":
+        wait_for_quiet(quiet_file)
         return measure_segmentation(prefix, Path(root), opts, fetched, started_at)
-    return _run(prefix, Path(root), opts, fetched, sizes, started_at)
+    return _run(prefix, Path(root), opts, fetched, sizes, started_at, quiet_file)
 
 
 def reusable(previous: dict, opts: BenchOptions, sample: dict, sizes: dict | None
@@ -114,9 +118,10 @@ def _reused(previous: dict, prefix: str, fetched: dict, started) -> dict:
 
 
 def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
-         started) -> dict:
-    """The ImageRecordIter (or ImageDetRecordIter) benchmark of the window in ``root``: bare
-    decode, the ``preprocess_threads`` sweep, the value check, then one ``bench.json``
+         started, quiet_file: str | None = None) -> dict:
+    """The ImageRecordIter (or ImageDetRecordIter) benchmark of the window in ``root``: the
+    value check (untimed, so it may run beside the caller's work), then, once the caller
+    is quiet, the bare decode and the ``preprocess_threads`` sweep; one ``bench.json``
     document."""
     warnings: list[str] = []
     device = resolve_device(opts.device, opts.gpu_id)
@@ -124,15 +129,17 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
     rec, n_records, rec_bytes, num_classes = _split_facts(root, opts)
     log.info("bench %s/%s: %d records, %.1f MB; %s", prefix, opts.split, n_records,
              rec_bytes / 1e6, device["statement"])
-    decode, sizes = _decode_and_sizes(rec, opts, sizes, warnings)
     procs = nprocs()
     cap = thread_cap(procs)
+    # the values do not depend on the thread count: the setting users train with
+    values = check_values(root, opts, min(opts.preprocess_threads, cap), device, sizes)
+    wait_for_quiet(quiet_file)
+    decode, sizes = _decode_and_sizes(rec, opts, sizes, warnings)
     grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
     by_effective, runs = _sweep(root, opts, grid, cap, procs, device, sizes, warnings)
     primary = next(r for r in runs if opts.preprocess_threads in r["requested_threads"])
     rec_pick = recommend(runs)
     best = next(r for r in runs if r["effective_threads"] == rec_pick["preprocess_threads"])
-    values = check_values(root, opts, best["effective_threads"], device, sizes)
     lab_lo, lab_hi, problems = _problems(runs, values, decode, num_classes, opts)
     if opts.preprocess_threads > cap:
         warnings.append(

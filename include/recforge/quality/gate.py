@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from recforge import storage
@@ -47,15 +48,24 @@ class GateError(ValidationFailed):
     reads the same bytes and fails the same way, so the task fails at once."""
 
 
+LoaderResults = dict | Callable[[], dict | None] | None
+
+
 def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
                docs_dir: str | Path, pack=None, task: str = "classification",
-               loader_results: dict | None = None, dataset: str | None = None,
+               loader_results: LoaderResults = None, dataset: str | None = None,
                run_name: str = "adhoc") -> dict:
-    """Run every applicable suite on in-memory inputs; build Data Docs into ``docs_dir``."""
+    """Run every applicable suite on in-memory inputs; build Data Docs into ``docs_dir``.
+
+    ``loader_results``: the loader benchmark's results, or a callable that returns them,
+    called once the dataset's checks are planned and before any is run — so a benchmark
+    running beside the checklist gets the machine to itself while it is timed."""
     quality = as_quality(quality)
     frames = build_frames(inputs, quality, task)
     num_classes = (inputs.classes or {}).get("num_classes")
     plans, not_run = plan_expectations(frames, quality, pack, task, num_classes)
+    if callable(loader_results):
+        loader_results = loader_results()
     if loader_results is not None:
         frames.update(loader_frames(loader_results))
         lp, lnr = plan_loader_expectations(frames, quality)
@@ -101,7 +111,7 @@ def as_quality(quality) -> QualitySpec:
 def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
                      docs_dir: str | Path, source_manifest: str | list[dict] | None = None,
                      pack=None, task: str = "classification",
-                     loader_results: dict | None = None, dataset: str | None = None,
+                     loader_results: LoaderResults = None, dataset: str | None = None,
                      run_name: str = "adhoc") -> dict:
     """The gate on a dataset prefix (a run's ``out/`` or a published version, local or S3).
 

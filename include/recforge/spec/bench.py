@@ -47,7 +47,9 @@ class BenchOptions(StrictModel):
         "first records (at least one batch), fetched with ranged GETs; never the whole split "
         "when it is larger")
     max_check_batches: int = Field(
-        200, ge=1, description="value-range pass: one epoch, at most this many batches"
+        50, ge=1, description="value-range pass: one epoch, at most this many batches (every "
+        "record was already decoded and checked at pack; this pass checks what the loader "
+        "makes of them)"
     )
     device: Literal["auto", "cpu", "gpu"] = Field(
         "auto", description="auto: the GPU if MXNet sees one, else CPU (stated in the result)"

@@ -10,6 +10,7 @@ are reused (``reused_from``).
 from __future__ import annotations
 
 import logging
+import threading
 
 from recforge import claims, releases, storage
 from recforge.bench import run_and_gate
@@ -19,12 +20,21 @@ from recforge.run import Run
 log = logging.getLogger(__name__)
 
 
-def benchmark(run: Run) -> dict:
+def benchmark(run: Run, quiet: threading.Event | None = None) -> dict:
+    """``quiet``: set by a caller running this beside other work (``recforge build`` runs it
+    beside the checklist) once that work stops using the CPU; the timed measurements wait
+    for it, so they time the loader alone."""
     claims.keep_alive(run)
     with run.recording_outputs("benchmark"):  # bench.json's checksum, for publish
         return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
                             dataset_version=run.version(), run_id=run.run_id,
-                            previous=previous_results(run))
+                            previous=previous_results(run), quiet=quiet)
+
+
+def bench_results(run: Run) -> dict | None:
+    """This run's ``bench.json``, if the benchmark wrote one (the checklist's loader items)."""
+    uri = run.output(names.BENCH)
+    return storage.read_json(uri) if storage.exists(uri) else None
 
 
 def previous_results(run: Run) -> dict | None:

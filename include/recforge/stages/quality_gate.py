@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from recforge import claims, releases, storage
@@ -24,25 +25,27 @@ from recforge.incremental import changes
 from recforge.quality import enforce, format_table, run_and_upload
 from recforge.report import build_report
 from recforge.run import Run
+from recforge.stages.benchmark import bench_results
 from recforge.stages.publish import content_fields
 
 log = logging.getLogger(__name__)
 
 
-def quality_gate(run: Run) -> dict:
+def quality_gate(run: Run, loader_results: Callable[[], dict | None] | None = None) -> dict:
+    """``loader_results``: what hands over the loader benchmark's results when the checklist
+    needs them (``recforge build`` runs the benchmark beside the checklist); by default
+    the run's ``bench.json``, read then."""
     claims.keep_alive(run)
     # a killed earlier attempt's pages never mix with this one's (publish copies only what
     # this attempt records in quality_gate/checksums.json anyway)
     storage.delete_prefix(run.quality_docs)
     storage.delete(run.output(names.REPORT))
     with run.recording_outputs("quality_gate"):
-        return _quality_gate(run)
+        return _quality_gate(run, loader_results or (lambda: bench_results(run)))
 
 
-def _quality_gate(run: Run) -> dict:
+def _quality_gate(run: Run, bench: Callable[[], dict | None]) -> dict:
     spec = run.spec
-    bench_uri = run.output(names.BENCH)
-    bench = storage.read_json(bench_uri) if storage.exists(bench_uri) else None
     result = run_and_upload(
         run.out, spec.quality, docs_uri=run.quality_docs, source_manifest=run.source_manifest,
         pack=spec.pack, task=spec.task, loader_results=bench, dataset=spec.name,
