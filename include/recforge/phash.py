@@ -4,8 +4,8 @@ A SHA-256 of the source bytes only catches byte-identical copies; the same photo
 resized or renamed gets a new SHA but nearly the same *difference hash* (dHash): shrink to 9x8
 grey pixels and record, per row, whether each pixel is brighter than its right neighbour.
 Resizing, recompression and small colour shifts flip few of the 64 bits, so a small Hamming
-distance means "probably the same picture". The pack stage stores ``dhash`` of the decoded
-image in the record manifest (column ``phash``, 16 hex digits); the quality gate compares
+distance means "probably the same picture". The pack stage stores ``dhash`` of the record's
+pixels in the record manifest (column ``phash``, 16 hex digits); the quality gate compares
 hashes across splits with :func:`nearest_across` (bounded memory and time at any size).
 """
 
@@ -265,8 +265,8 @@ def nearest_across(a: np.ndarray, b: np.ndarray, max_distance: int,
 
 def dhash_encoded(data: bytes) -> str | None:
     """dHash of encoded image bytes (what a record holds), decoded as grey; None if the
-    bytes do not decode. Packing calls this on the record it wrote, so the hash describes
-    exactly the pixels a reader will get."""
+    bytes do not decode. Packing hashes the pixels before it encodes them
+    (``imaging.process_hashed``) and calls this only where it has no pixels of 8 bits."""
     import cv2
 
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE)

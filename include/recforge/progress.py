@@ -72,3 +72,29 @@ class Progress:
         pct = 100.0 * self.done / self.total
         return (f"{self.what}: {self.done}/{self.total} {self.unit} ({pct:.0f}%), "
                 f"{rate:.1f} {self.unit}/s, ETA {eta}")
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident set (``VmHWM``) again from its current size, so
+    :func:`peak_rss_mb` describes what follows (a pool worker packs shard after shard).
+    Linux only (``/proc/self/clear_refs``); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident set in MiB since it started or since
+    :func:`reset_peak_rss` (Linux's ``VmHWM``; None elsewhere). Not ``ru_maxrss``: that
+    keeps the high-water mark of the process it was forked from, through ``exec`` too."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None

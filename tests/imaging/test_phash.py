@@ -143,3 +143,34 @@ def test_nearest_across_at_imagenet_size_finds_planted_duplicates():
     found = np.flatnonzero(db >= 0)
     assert set(planted) <= set(found.tolist())
     assert (popcount64(b[found] ^ a[pb[found]]) == db[found]).all()
+
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "coins", "camera", "immunohistochemistry")
+
+
+@pytest.mark.parametrize("resize", [0, 256, 100])
+def test_pack_hashes_the_pixels_it_encodes_as_a_reader_would_see_them(resize):
+    """pack hashes the record's pixels before encoding them (``process_hashed``); a reader
+    hashes what it decodes from the record. They agree to within 2 bits, and the record
+    itself is exactly ``process``'s."""
+    from recforge.imaging import PackOptions, process, process_hashed
+    from recforge.phash import dhash_encoded
+
+    opts = PackOptions(resize=resize, quality=95)
+    for name in PHOTOS:
+        source = cv2.imencode(".jpg", _bgr(name), [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes()
+        hashed, plain = process_hashed(source, opts), process(source, opts)
+        assert plain.phash is None
+        assert (hashed.data, hashed.height, hashed.width) == (plain.data, plain.height,
+                                                               plain.width)
+        assert hamming(hashed.phash, dhash_encoded(hashed.data)) <= 2, name
+
+
+def test_sixteen_bit_pixels_hash_as_the_record_decodes():
+    from recforge.imaging import PackOptions, process_hashed
+    from recforge.phash import dhash_encoded
+
+    deep = (cv2.cvtColor(_bgr("coffee"), cv2.COLOR_BGR2GRAY).astype(np.uint16) * 257)
+    source = cv2.imencode(".png", deep)[1].tobytes()
+    img = process_hashed(source, PackOptions(resize=0, encoding=".png", quality=3, color=-1))
+    assert img.phash == dhash_encoded(img.data)

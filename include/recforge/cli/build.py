@@ -51,6 +51,7 @@ def _build(args: argparse.Namespace) -> int:
         print(f"  {split:<5} {n:>7} records")
     for reason, n in sorted(summary["quarantined_by_reason"].items()):
         print(f"  quarantined {reason}: {n}")
+    print(_pack_costs(result["pack"], summary["listed"]))
     bench = result["benchmark"]["summary"]
     print(f"loader benchmark ({bench['device']}): {bench['images_per_sec']:.0f} img/s, "
           f"bare decode {bench['bare_decode_images_per_sec']:.0f} img/s/thread")
@@ -61,6 +62,20 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+def _pack_costs(shards: list[dict], listed: int) -> str:
+    """What packing cost: shards reused and packed, the largest pack task's peak memory,
+    and S3 requests per listed image (what a bill and a memory limit are sized on)."""
+    reused = sum(1 for s in shards if s.get("reused"))
+    peaks = [s["peak_rss_mb"] for s in shards if s.get("peak_rss_mb") is not None]
+    requests = sum(n for s in shards for n in (s.get("s3_requests") or {}).values())
+    line = f"pack: {len(shards)} shards ({reused} reused from the cache)"
+    if peaks:
+        line += f", peak memory per task {max(peaks):.0f} MiB"
+    if requests:
+        line += f", {requests / max(listed, 1):.2f} S3 requests per image"
+    return line
 
 
 def _where_to_look(result: dict) -> str:

@@ -29,9 +29,9 @@ from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
-from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process
+from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process_hashed
 from recforge.incremental import cache
-from recforge.progress import Progress
+from recforge.progress import Progress, peak_rss_mb, reset_peak_rss
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
 from recforge.segmentation.pack import SegPackOptions, pack_pair_rows
@@ -49,10 +49,11 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                processor: Callable[[bytes], EncodedImage] | None = None,
                labels: Labeller | None = None) -> dict:
     """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output.
-    ``processor`` (default: ``imaging.process`` in this process) turns source bytes into
-    the record image; an ``IsolatedProcessor`` runs it in a child process. ``labels``
-    (default: the row's class id) gives a record's label, its extra manifest fields and
-    the parts of its annotation it refused (``detection.records.DetectionLabels``)."""
+    ``processor`` (default: ``imaging.process_hashed`` in this process) turns source bytes
+    into the record image and its dHash; an ``IsolatedProcessor`` runs it in a child
+    process. ``labels`` (default: the row's class id) gives a record's label, its extra
+    manifest fields and the parts of its annotation it refused
+    (``detection.records.DetectionLabels``)."""
     refused: list[QuarantineEntry] = []
     manifest: list[dict] = []
     progress = Progress(f"{stage} {workdir.name}", len(rows), log)
@@ -67,7 +68,8 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
             try:
                 if isinstance(data, Exception):
                     raise ImageRejected(*quarantine.fetch_reason(data))
-                img = processor(data) if processor is not None else process(data, opts)
+                img = (processor(data) if processor is not None
+                       else process_hashed(data, opts))
                 label, extra, parts = (labels(row, data, img) if labels is not None
                                        else (float(row["label"]), {}, []))
             except ImageRejected as exc:
@@ -88,7 +90,7 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                 "channels": img.channels, "label": label, "class_name": row.get("class_name"),
                 "name": row["name"], "source_key": key, "source_etag": row["etag"],
                 "source_sha256": hashlib.sha256(data).hexdigest(), "decode_status": "ok",
-                "phash": phash.dhash_encoded(img.data), **extra,
+                "phash": img.phash or phash.dhash_encoded(img.data), **extra,
             })
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)
     (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
@@ -136,10 +138,19 @@ def pack(run: Run, shard_id: str) -> dict:
     removed however the attempt ends in Python (success or an exception); one still there
     at the start means the previous attempt died without an error — a decoder crash, the
     memory limit, a kill — so this attempt decodes each image in a child process
-    (``recforge.crash_isolation``) and quarantines the one that kills it."""
+    (``recforge.crash_isolation``) and quarantines the one that kills it.
+
+    The result states what the shard cost: ``peak_rss_mb`` (this process's peak resident
+    set while it packed; Linux) and ``s3_requests`` (by operation, retries included)."""
+    reset_peak_rss()
+    before = storage.request_counts()
     with crash_isolation.attempt_marker(run.shard_output(shard_id, names.PACK_ATTEMPT),
                                         f"shard {shard_id}") as isolated:
-        return _pack(run, shard_id, isolated)
+        result = _pack(run, shard_id, isolated)
+    after = storage.request_counts()
+    requests = {op: n - before.get(op, 0) for op, n in sorted(after.items())
+                if n > before.get(op, 0)}
+    return {**result, "peak_rss_mb": peak_rss_mb(), "s3_requests": requests}
 
 
 def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
@@ -196,8 +207,8 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
         opts = PackOptions.from_spec(run.spec.pack)
         labels = labeller(run, opts)
         with contextlib.ExitStack() as stack:
-            processor = (stack.enter_context(crash_isolation.IsolatedProcessor(opts))
-                         if isolated else None)
+            processor = (stack.enter_context(crash_isolation.IsolatedProcessor(
+                opts, target=process_hashed)) if isolated else None)
             counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
                 chunk, run.spec.source.uri, opts, d, processor=processor, labels=labels))
         meta = describe_shard(run, shard_id, work, masks=False)
