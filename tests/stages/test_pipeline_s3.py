@@ -48,6 +48,13 @@ def test_build_publishes_what_mxnet_reads(bucket, tmp_path):
         assert all(min(r["height"], r["width"]) == 48 for r in mine)  # short side = resize
     assert json.loads((tmp_path / "manifest.json").read_text())["run_id"] == "r1"
 
+    # what each shard cost: its memory, and one GET per image it fetched
+    shards = result["pack"]
+    assert all(0 < s["peak_rss_mb"] < 2048 for s in shards)
+    fetched = sum(s["s3_requests"].get("get_object", 0) for s in shards)
+    assert fetched >= len(objects) - len(BAD)
+    assert all(s["s3_requests"].get("put_object", 0) >= 1 for s in shards)
+
 
 def test_rebuild_keeps_ids_appends_classes_and_never_overwrites(bucket):
     make_source(bucket, classes=("dog", "eel"))
