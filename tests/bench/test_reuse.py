@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from recforge.bench import environment, run_and_gate, run_benchmark
+from recforge.bench import benchmark, environment, run_and_gate, run_benchmark
 from recforge.bench.measure import reusable
 from recforge.spec.bench import BenchOptions, BenchSpec
 from tests.bench.test_bench import FAST, pack
@@ -106,3 +106,81 @@ def test_a_new_predecessor_in_classes_json_still_reuses_but_new_classes_do_not(t
     (renamed / "classes.json").write_text(json.dumps({**doc, "based_on_version": "v1",
                                                       "num_classes": doc["num_classes"] + 1}))
     assert "reused_from" not in run_benchmark(str(renamed), opts, previous=first)
+
+
+def _no_fetch(*_a, **_k):
+    raise AssertionError("the window was fetched")
+
+
+def test_an_unchanged_split_is_reused_without_fetching_its_window(tmp_path, monkeypatch):
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    opts = BenchOptions(**{**FAST, "thread_grid": ()})
+    first = json.loads(json.dumps(run_benchmark(str(root), opts, identity="split-a")))
+    assert first["dataset"]["sample"]["split_identity"] == "split-a"
+    empty = tmp_path / "v2"  # nothing there: a fetch would fail
+    empty.mkdir()
+    monkeypatch.setattr(benchmark, "fetch_split", _no_fetch)
+    reused = run_benchmark(str(empty), opts, previous=first, identity="split-a")
+    assert reused["reused_from"]["created_at"] == first["created_at"]
+    sample = reused["dataset"]["sample"]
+    assert sample["fetched"] is False and sample["sha256"] == first["dataset"]["sample"]["sha256"]
+    # and once more from the reused document
+    again = run_benchmark(str(empty), opts, previous=json.loads(json.dumps(reused)),
+                          identity="split-a")
+    assert again["reused_from"]["created_at"] == first["created_at"]
+
+
+def test_an_unchanged_split_that_cannot_be_reused_is_fetched_and_measured(tmp_path,
+                                                                         monkeypatch):
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    opts = BenchOptions(**{**FAST, "thread_grid": ()})
+    first = json.loads(json.dumps(run_benchmark(str(root), opts, identity="split-a")))
+    moved = {**first, "host": {**first["host"], "nprocs": -1}}  # another host
+    fetches = []
+    real = benchmark.fetch_split
+    monkeypatch.setattr(benchmark, "fetch_split",
+                        lambda *a, **k: fetches.append(a) or real(*a, **k))
+    res = run_benchmark(str(root), opts, previous=moved, identity="split-a")
+    assert "reused_from" not in res and res["runs"] and len(fetches) == 1
+    assert "fetched" not in res["dataset"]["sample"]
+
+
+def test_another_split_identity_fetches_the_window(tmp_path, monkeypatch):
+    root = tmp_path / "v1"
+    pack(root, n=48)
+    opts = BenchOptions(**{**FAST, "thread_grid": ()})
+    first = json.loads(json.dumps(run_benchmark(str(root), opts, identity="split-a")))
+    assert benchmark.unchanged_window(str(root), opts, first, "split-b") is None
+    assert benchmark.unchanged_window(str(root), opts, first, None) is None
+    smaller = BenchOptions(**{**FAST, "thread_grid": (), "max_bytes": 1 << 16})
+    assert benchmark.unchanged_window(str(root), smaller, first, "split-a") is None
+    assert benchmark.unchanged_window(str(root), opts, first, "split-a")["sample"]["fetched"] \
+        is False
+
+
+def test_the_split_identity_follows_the_bytes_the_loader_reads():
+    from recforge.bench.records import split_identity
+
+    files = {"train.rec": {"size": 30, "parts": [{"size": 10, "sha256": "a"},
+                                                  {"size": 20, "sha256": "b"}]},
+             "train.idx": {"size": 9, "sha256": "i"}}
+    classes = json.dumps({"classes": ["cat"], "based_on_version": "v1"}).encode()
+    same = split_identity(files, "train", classes)
+    assert same and split_identity(json.loads(json.dumps(files)), "train", classes) == same
+    # another predecessor is provenance, not content
+    assert split_identity(files, "train", json.dumps(
+        {"classes": ["cat"], "based_on_version": "v2"}).encode()) == same
+    assert split_identity(files, "train", json.dumps({"classes": ["dog"]}).encode()) != same
+    other = {**files, "train.rec": {"size": 30, "parts": [{"size": 10, "sha256": "a"},
+                                                          {"size": 20, "sha256": "c"}]}}
+    assert split_identity(other, "train", classes) != same
+    assert split_identity({**files, "train.idx": {"size": 9, "sha256": "j"}}, "train",
+                          classes) != same
+    with_masks = {**files, "train_mask.rec": files["train.rec"], "train_mask.idx": files[
+        "train.idx"]}
+    assert split_identity(with_masks, "train", classes) != same
+    assert split_identity({"train.rec": {"size": 30}, "train.idx": files["train.idx"]},
+                          "train", classes) is None  # no parts recorded: unknown
+    assert split_identity(files, "val", classes) is None

@@ -98,6 +98,12 @@ def test_no_change_publishes_nothing_unless_forced(bucket):
     # the loader would read the same bytes: the forced version reuses the first's benchmark
     bench = storage.read_json(f"{forced['publish']['uri']}/bench.json")
     assert (bench.get("reused_from") or {}).get("dataset_version") == first["version"]
+    # known unchanged from merge's record of the split: its window was not even fetched
+    sample = bench["dataset"]["sample"]
+    assert sample["fetched"] is False and sample["split_identity"]
+    first_bench = storage.read_json(f"{first['uri']}/bench.json")
+    assert sample["split_identity"] == first_bench["dataset"]["sample"]["split_identity"]
+    assert sample["sha256"] == first_bench["dataset"]["sample"]["sha256"]
 
 
 def test_a_cache_object_that_does_not_verify_is_repacked(bucket, caplog):

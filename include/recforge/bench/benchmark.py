@@ -17,7 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import recforge.bench.environment as environment
+from recforge import storage
 from recforge.bench.records import fetch_split, record_sizes, size_check
+from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
@@ -27,7 +29,7 @@ LOADERS = ("mxnet", "dali", "both")
 
 def run_benchmark(prefix: str, options: BenchOptions | None = None,
                   previous: dict | None = None, loader: str = "mxnet",
-                  quiet: threading.Event | None = None) -> dict:
+                  quiet: threading.Event | None = None, identity: str | None = None) -> dict:
     """Benchmark the loader(s) over ``<prefix>/<split>.rec``; returns the ``bench.json`` dict.
 
     ``prefix`` is a local folder or an ``s3://`` prefix (a bounded window is fetched).
@@ -38,7 +40,10 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
     ``MXNetEnvironmentMissing`` when MXNet's environment is not there, and
     ``MXNetProcessFailed`` when it dies. ``quiet``: the caller sets it once it stops
     competing for the CPU; the fetch, MXNet's start-up and the untimed value check run
-    before it, every timed measurement after it (None: no waiting).
+    before it, every timed measurement after it (None: no waiting). ``identity``: the
+    split's ``records.split_identity``, kept in ``dataset.sample``; when it equals the
+    previous measurement's, its window is known unchanged and is not fetched at all
+    (:func:`unchanged_window`).
     """
     if loader not in LOADERS:
         raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
@@ -46,8 +51,10 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
     started = datetime.now(UTC)
     python = environment.mxnet_python() if loader != "dali" else None  # fail before fetching
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
-        fetched = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
-                              min_records=opts.batch_size)
+        fetched = (loader == "mxnet" and unchanged_window(prefix, opts, previous, identity)
+                   or fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
+                                  min_records=opts.batch_size))
+        fetched["sample"]["split_identity"] = identity
         root = fetched.pop("root")
         sizes = _size_check_of(fetched, opts)
         if loader == "dali":
@@ -56,17 +63,48 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
             if quiet is not None:
                 quiet.wait()
             return measure_dali(prefix, root, opts, fetched, sizes, started)
-        results = environment.call(
-            "recforge.bench.measure:measure",
-            {"prefix": prefix, "root": str(root), "options": opts.model_dump(mode="json"),
-             "fetched": fetched, "sizes": sizes, "previous": previous,
-             "started": started.isoformat()}, python=python, quiet=quiet)
+
+        def measure(root, fetched):
+            return environment.call(
+                "recforge.bench.measure:measure",
+                {"prefix": prefix, "root": str(root), "options": opts.model_dump(mode="json"),
+                 "fetched": fetched, "sizes": sizes, "previous": previous,
+                 "started": started.isoformat()}, python=python, quiet=quiet)
+
+        results = measure(root, fetched)
+        if "window_needed" in results:  # the same window, but not reusable: measure it
+            log.info("bench: fetching the window after all (%s)", results["window_needed"])
+            fetched = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
+                                  min_records=opts.batch_size)
+            fetched["sample"]["split_identity"] = identity
+            results = measure(fetched.pop("root"), fetched)
         if loader == "both":
             from recforge.bench.dali import measure_dali
 
             results["dali"] = measure_dali(prefix, root, opts, fetched, sizes,
                                            datetime.now(UTC))
         return results
+
+
+def unchanged_window(prefix: str, opts: BenchOptions, previous: dict | None,
+                     identity: str | None) -> dict | None:
+    """``fetch_split``'s answer without the fetch, when the previous measurement's split
+    had this ``identity`` and the same window size: the window is then byte-identical to
+    the one it measured (its ``sample``, SHA-256 included, still holds), so whether that
+    measurement can be reused is decided without downloading and hashing it — at
+    ImageNet size, a gigabyte each night. The MXNet side answers ``window_needed`` when it
+    cannot reuse it for another reason (another host, other options), and the window is
+    fetched then. None: fetch it."""
+    sample = ((previous or {}).get("dataset") or {}).get("sample") or {}
+    if (identity is None or sample.get("split_identity") != identity
+            or sample.get("max_bytes") != opts.max_bytes or not sample.get("sha256")):
+        return None
+    records_uri = storage.join(prefix, names.RECORDS)
+    log.info("bench: the split is the one the previous measurement read (identity %s…); "
+             "its window is not fetched", identity[:12])
+    return {"root": None, "download_seconds": None, "downloaded_bytes": 0,
+            "records_uri": records_uri if storage.exists(records_uri) else None,
+            "sample": {**sample, "fetched": False}}
 
 
 def _size_check_of(fetched: dict, opts: BenchOptions) -> dict | None:

@@ -123,19 +123,19 @@ def save_results(results: dict, uri: str) -> None:
 def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
                  dataset_version: str | None = None, environment: str | None = None,
                  run_id: str | None = None, previous: dict | None = None,
-                 quiet: threading.Event | None = None) -> dict:
+                 quiet: threading.Event | None = None, identity: str | None = None) -> dict:
     """What the DAG's ``benchmark`` task calls: run, save ``bench.json``, then gate.
 
     ``bench.json`` is written before the gate so a failed build still shows its numbers;
     raises ``BenchFloorsFailed`` (listing every violation) when the loader misses a floor.
     ``previous``: the latest version's ``bench.json``, reused when the loader would read the
     same bytes (``recforge.bench.measure.reusable``); the floors are checked either way.
-    ``quiet``: the timed measurements wait for it (``run_benchmark``).
+    ``quiet``, ``identity``: as ``run_benchmark`` takes them.
     Returns a small summary for XCom.
     """
     spec = spec or BenchSpec()
     results = run_benchmark(prefix, spec.options, previous=previous, loader=spec.loader,
-                            quiet=quiet)
+                            quiet=quiet, identity=identity)
     primary = "dali" if spec.loader == "dali" else "mxnet"
     env, floors = select_floors(spec, results["device"]["kind"], environment, primary)
     results["dataset_version"] = dataset_version

@@ -66,6 +66,8 @@ def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | 
         why_not = reusable(previous, opts, fetched["sample"], sizes)
         if why_not is None:
             return _reused(previous, prefix, fetched, started_at)
+        if fetched["sample"].get("fetched") is False:  # benchmark.unchanged_window
+            return {"window_needed": why_not}
         log.info("bench: measuring again (%s)", why_not)
     if opts.loader == "segmentation":
         wait_for_quiet(quiet_file)

@@ -120,6 +120,32 @@ def window_digest(root: Path, split: str) -> str:
     return h.hexdigest()
 
 
+def split_identity(files: dict[str, dict], split: str, classes: bytes | None) -> str | None:
+    """What the split's files are, from the checksums merge recorded as it composed them
+    (``files``: name → entry; a composed ``.rec``'s entry lists its parts' sizes and
+    SHA-256s) and ``classes.json``'s bytes: equal identities mean byte-identical ``.rec``,
+    ``.idx`` (and masks) and the same classes, so the same window — known without reading
+    a byte of it. None when a file the loader reads has no such record."""
+    import hashlib
+
+    parts = []
+    for name in (names.rec(split), names.idx(split), names.rec(split, mask=True),
+                 names.idx(split, mask=True)):
+        entry = files.get(name)
+        if entry is None:
+            if name in (names.rec(split), names.idx(split)):
+                return None
+            parts.append([name, None])
+            continue
+        what = entry.get("parts") if name.endswith(".rec") else entry.get("sha256")
+        if not what:
+            return None
+        parts.append([name, entry["size"], what])
+    parts.append([names.CLASSES, None if classes is None
+                  else hashlib.sha256(_classes_content(classes)).hexdigest()])
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
 def _classes_content(data: bytes) -> bytes:
     """``classes.json`` less its provenance, canonical; bytes that are not a JSON object
     count as they are."""

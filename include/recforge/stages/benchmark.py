@@ -13,7 +13,7 @@ import logging
 import threading
 
 from recforge import claims, releases, storage
-from recforge.bench import run_and_gate
+from recforge.bench import records, run_and_gate
 from recforge.format import names
 from recforge.run import Run
 
@@ -28,7 +28,20 @@ def benchmark(run: Run, quiet: threading.Event | None = None) -> dict:
     with run.recording_outputs("benchmark"):  # bench.json's checksum, for publish
         return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
                             dataset_version=run.version(), run_id=run.run_id,
-                            previous=previous_results(run), quiet=quiet)
+                            previous=previous_results(run), quiet=quiet,
+                            identity=split_identity(run))
+
+
+def split_identity(run: Run) -> str | None:
+    """The benchmarked split's identity (``recforge.bench.records.split_identity``) from
+    merge's record of what it composed; None where merge recorded none."""
+    record = run.checksums("merge")
+    if not storage.exists(record):
+        return None
+    classes = run.output(names.CLASSES)
+    return records.split_identity(
+        storage.read_json(record)["files"], run.spec.bench.options.split,
+        storage.get_bytes(classes) if storage.exists(classes) else None)
 
 
 def bench_results(run: Run) -> dict | None:
