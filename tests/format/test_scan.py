@@ -4,6 +4,10 @@ record-by-record check (which names the failure) always has the last word."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,3 +111,109 @@ def test_records_split_at_an_aligned_magic_stay_on_the_fast_path(tmp_path):
     fast = validate.validate_split_fast(root, "train", 4)
     assert fast is not None and fast.records == 4
     assert validate.validate_split_records(root, "train", 4).ok
+
+
+READERS = {"dense": float("inf"), "sparse": 0}  # SPARSE_SPACING that forces each reader
+
+
+def _rec(root, payloads):
+    """A ``.rec`` (no ``.idx``) of the given payloads, and their offsets."""
+    with recordio.RecordWriter(root / "x.rec") as w:
+        offsets = [w.write(None, p) for p in payloads]
+    return root / "x.rec", np.array(offsets, np.int64)
+
+
+def _images(sizes):
+    """Image records with ids 0..n-1 and labels ``id % 7``, of the given image sizes."""
+    return [recordio.pack_image_record(k % 7, k, bytes([k % 251]) * size)
+            for k, size in enumerate(sizes)]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("sizes, block", [
+    ([1 + k % 9 for k in range(3000)], 4096 + 12),  # tiny records, many blocks
+    ([1] * 50, 64),  # 36-byte records on 64-byte blocks: headers straddle the boundaries
+    ([20_000 + 4000 * (k % 5) for k in range(30)], 8 << 20),  # large records
+    ([20_000 + 4000 * (k % 5) for k in range(30)], 4096),  # larger than a block
+])
+def test_both_readers_read_every_header(tmp_path, monkeypatch, reader, sizes, block):
+    monkeypatch.setattr(scan, "SPARSE_SPACING", READERS[reader])
+    monkeypatch.setattr(scan, "BLOCK_BYTES", block)
+    rec, offsets = _rec(tmp_path, _images(sizes))
+    if block == 64:
+        assert (offsets // 64 != (offsets + 23) // 64).sum() > 10
+    got = scan.scan_rec(rec, offsets)
+    assert got is not None
+    assert got.ids.tolist() == list(range(len(sizes)))
+    assert got.labels.tolist() == [k % 7 for k in range(len(sizes))]
+    assert got.payload_bytes == sum(recordio.IR_SIZE + size for size in sizes)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_both_readers_hand_split_records_to_the_whole_record_read(tmp_path, monkeypatch,
+                                                                  reader):
+    monkeypatch.setattr(scan, "SPARSE_SPACING", READERS[reader])
+    magic = recordio.MAGIC.to_bytes(4, "little")
+    images = [b"\xff\xd8ab" + magic * (k % 2) * 3 + b"tail" * (k + 1) for k in range(6)]
+    rec, offsets = _rec(tmp_path, [recordio.pack_image_record(k % 7, k, image)
+                                   for k, image in enumerate(images)])
+    got = scan.scan_rec(rec, offsets)
+    assert got is not None and got.ids.tolist() == list(range(6))
+    assert got.labels.tolist() == [k % 7 for k in range(6)]
+    assert got.payload_bytes == sum(recordio.IR_SIZE + len(image) for image in images)
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("block", [64, 8 << 20])
+def test_both_readers_decline_the_same_breaks(tmp_path, monkeypatch, reader, block):
+    monkeypatch.setattr(scan, "SPARSE_SPACING", READERS[reader])
+    monkeypatch.setattr(scan, "BLOCK_BYTES", block)
+    # a last record too short for an IRHeader: its header read runs past the end of the file
+    rec, offsets = _rec(tmp_path, _images([5] * 9) + [b"abcd"])
+    assert scan.scan_rec(rec, offsets) is None
+    rec, offsets = _rec(tmp_path, _images([5] * 10))
+    assert scan.scan_rec(rec, offsets) is not None
+    assert scan.scan_rec(rec, offsets[:-1]) is None  # the chain stops short of the end
+    moved = offsets.copy()
+    moved[3] += 4
+    assert scan.scan_rec(rec, moved) is None
+    rec.write_bytes(rec.read_bytes()[:-4])
+    assert scan.scan_rec(rec, offsets) is None
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    """~160 MB of 40 KB records, with its ``.idx``."""
+    root = tmp_path_factory.mktemp("large")
+    image = bytes(range(256)) * 160
+    with recordio.RecordWriter(root / "x.rec", root / "x.idx") as w:
+        for key in range(4000):
+            w.write(key, recordio.pack_image_record(0, key, image))
+    return root
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's VmHWM")
+@pytest.mark.parametrize("reader", READERS)
+def test_scanning_a_large_rec_keeps_the_memory_bounded(large, reader):
+    """A pack task scans every shard it writes: the scan must not hold the file in memory
+    (a memory map did: the kernel's fault-around made the whole shard resident)."""
+    code = """if True:
+        import sys
+        from pathlib import Path
+        from recforge.format import scan
+        def peak():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) << 10
+        scan.SPARSE_SPACING = float(sys.argv[2])
+        _, offsets = scan.parse_idx(Path(sys.argv[1], "x.idx").read_bytes())
+        before = peak()
+        assert scan.scan_rec(Path(sys.argv[1], "x.rec"), offsets) is not None
+        print(peak() - before)
+    """
+    include = Path(scan.__file__).parents[2]
+    out = subprocess.run([sys.executable, "-c", code, str(large), str(READERS[reader])],
+                         capture_output=True, text=True, check=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(include)})
+    grown = int(out.stdout)
+    assert grown < 40 << 20, f"the scan raised the peak RSS by {grown / 2**20:.0f} MiB"

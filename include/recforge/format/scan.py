@@ -2,11 +2,18 @@
 
 A packed split is proved well-formed without reading its image bytes. The ``.idx`` and
 ``.lst`` are parsed as whole buffers (``np.fromstring`` after a byte-class check, so only
-canonical text is accepted), and the ``.rec`` is memory-mapped and read at the ``.idx``
-offsets only: the magic, the length word and the ``IRHeader`` of each record, gathered as
-``uint32`` words. The records are a contiguous chain exactly when every record ends where
-the next ``.idx`` offset (or the file) begins, which is what a record-by-record reader
-starting at byte 0 would find, so nothing between the offsets needs reading.
+canonical text is accepted), and the ``.rec`` is read at the ``.idx`` offsets only: the
+magic, the length word and the ``IRHeader`` of each record, gathered as ``uint32`` words.
+The records are a contiguous chain exactly when every record ends where the next ``.idx``
+offset (or the file) begins, which is what a record-by-record reader starting at byte 0
+would find, so nothing between the offsets needs reading.
+
+The ``.rec`` is read with ``pread`` into one fixed buffer, never memory-mapped: the
+kernel's fault-around and readahead map most of a mapped file into the process, so a
+250 MB shard's scan cost a pack task 250 MB of resident memory. Dense records (small ones)
+are read a block at a time and their headers gathered from the block; sparse ones (large
+records, where a block would be mostly image bytes) get one small ``pread`` each. Either
+way the memory is ``BLOCK_BYTES`` plus a few words per record, whatever the file's size.
 
 Every function here answers ``None`` for anything it does not recognise as canonical (a
 blank line, a ``+7`` key, a multi-label header, a broken chain): the caller then runs the
@@ -17,11 +24,11 @@ at an aligned magic (``cflag`` 1..3, rare in real JPEG data) are read one by one
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import warnings
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +37,10 @@ from recforge.format import recordio
 
 MAX_DIGITS = 19  # a uint64 holds every 19-digit number exactly; keys must stay < 2^63
 MAX_KEY = 2**63  # record keys are int64 (recforge's hashed keys are 63-bit)
+BLOCK_BYTES = 8 << 20  # the .rec read buffer: a multiple of 4, large enough to stream at speed
+SPARSE_SPACING = 16 << 10  # mean record size from which one pread per header beats blocks
+# (hot, the two cross near 8 KiB; cold, blocks stream better, so the margin)
+HEAD_WORDS = 6  # magic, lrec, then IRHeader flag, label and the two halves of id
 
 _DIGITS = np.zeros(256, bool)  # what a number field and its separator may hold
 _DIGITS[ord("0"):ord("9") + 1] = True
@@ -147,16 +158,12 @@ def scan_rec(path: str | os.PathLike, offsets: np.ndarray) -> Headers | None:
     size = os.path.getsize(path)
     n = len(offsets)
     if (not n or size % 4 or offsets[0] != 0 or (offsets % 4).any()
-            or not (np.diff(offsets) > 0).all() or offsets[-1] + 8 > size):
+            or not (np.diff(offsets) > 0).all() or offsets[-1] > size - 8):
         return None
     nexts = np.append(offsets[1:], size)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        words = np.frombuffer(mm, "<u4")
-        w = offsets // 4
-        last = len(words) - 1
-        head = [words[np.minimum(w + j, last)] for j in range(6)]  # copies, not views
-        del words
-        magic, lrec, flag, label, id_lo, id_hi = head
+    with open(path, "rb") as f:
+        read = _read_sparse if size / n >= SPARSE_SPACING else _read_dense
+        magic, lrec, flag, label, id_lo, id_hi = read(f.fileno(), offsets, size)
         cflag, length = lrec >> 29, (lrec & ((1 << 29) - 1)).astype(np.int64)
         if not (magic == recordio.MAGIC).all():
             return None
@@ -179,6 +186,59 @@ def scan_rec(path: str | os.PathLike, offsets: np.ndarray) -> Headers | None:
             ids[i], labels[i] = header.id, header.label
             payload += len(got[0])
     return Headers(ids, labels, payload)
+
+
+def _read_dense(fd: int, offsets: np.ndarray, size: int) -> np.ndarray:
+    """The ``(HEAD_WORDS, n)`` header words at ``offsets``, read a block at a time. Each
+    block's buffer runs a header past its end, so a header straddling two blocks is read
+    whole with the first; bytes past the end of the file read as zero."""
+    block = BLOCK_BYTES - BLOCK_BYTES % 4
+    head = np.empty((HEAD_WORDS, len(offsets)), "<u4")
+    buf = np.empty(block // 4 + HEAD_WORDS, "<u4")
+    raw = memoryview(buf).cast("B")
+    lo = 0
+    for start in range(0, size, block):
+        hi = int(np.searchsorted(offsets, start + block))
+        if hi == lo:
+            continue
+        got = os.preadv(fd, [raw], start)
+        raw[got:] = bytes(len(raw) - got)
+        words = (offsets[lo:hi] - start) // 4
+        for j in range(HEAD_WORDS):
+            head[j, lo:hi] = buf[words + j]
+        lo = hi
+    return head
+
+
+def _read_sparse(fd: int, offsets: np.ndarray, size: int) -> np.ndarray:
+    """The ``(HEAD_WORDS, n)`` header words at ``offsets``, one ``pread`` each: for records
+    far apart, where reading the blocks would read mostly image bytes. Page-sized reads at a
+    stride defeat the kernel's readahead, so a window not yet in the page cache is asked for
+    whole first (from a cold cache that is 2 to 4 times faster than the bare preads)."""
+    width = 4 * HEAD_WORDS
+    offs = offsets.tolist()
+    bounds = np.searchsorted(offsets, range(0, size + BLOCK_BYTES, BLOCK_BYTES)).tolist()
+    parts = []
+    for k, (lo, hi) in enumerate(pairwise(bounds)):
+        if lo < hi and not _cached(fd, offs[lo], width):
+            os.posix_fadvise(fd, k * BLOCK_BYTES, 2 * BLOCK_BYTES, os.POSIX_FADV_WILLNEED)
+        parts += [os.pread(fd, width, o) for o in offs[lo:hi]]
+    data = b"".join(parts)
+    if len(data) != width * len(offsets):  # the last headers run past the end of the file
+        data = b"".join([p.ljust(width, b"\0") for p in parts])
+    return np.frombuffer(data, "<u4").reshape(len(offsets), HEAD_WORDS).T
+
+
+def _cached(fd: int, offset: int, width: int) -> bool:
+    """Whether the bytes at ``offset`` are in the page cache (True where the platform
+    cannot tell or take the hint, so the caller only reads)."""
+    if not hasattr(os, "RWF_NOWAIT") or not hasattr(os, "posix_fadvise"):
+        return True
+    try:
+        os.preadv(fd, [bytearray(width)], offset, os.RWF_NOWAIT)
+    except OSError:  # not cached (EAGAIN), or a file system without non-blocking reads
+        return False
+    return True
 
 
 def header_at(data: bytes) -> tuple[int, int, int, float, int] | None:

@@ -17,7 +17,7 @@ array by ``format.detection_label.problem`` instead: its layout, class ids in [0
 inside [0, 1] with xmin < xmax and ymin < ymax.
 
 Each split is first tried by the header-only scan (``format.scan``: numpy over the whole
-``.idx``/``.lst`` and a memory-mapped ``.rec`` read at the ``.idx`` offsets only), which
+``.idx``/``.lst`` and the ``.rec``'s headers read at the ``.idx`` offsets only), which
 proves a canonical split valid at a million records a second; anything it does not
 recognise goes record by record (``validate_split_records``), which names every failure.
 """
