@@ -12,8 +12,10 @@ On N photo-like JPEGs (``bench_pack.generate(..., "photos", N)``: half ImageNet-
 
 Every build is a fresh dataset (a new publish root and staging), so the shard cache never
 makes it free. Reported: medians of ``--repeat`` rounds of each whole command, its ratio to
-im2rec.py, each build's per-stage seconds (``recforge build --json``'s ``seconds``) and the
-pack stage's rate (images / pack seconds) next to ``recforge im2rec``'s.
+im2rec.py, each build's per-stage seconds (``recforge build --json``'s ``seconds``), the
+pack stage's rate (images / pack seconds) next to ``recforge im2rec``'s, the largest pack
+task's peak memory and the S3 requests per image. ``--shard-size 5000`` packs all the photos
+in one task, for the memory of a 5,000-image shard.
 
 ``--profile`` instead runs the pack stage's own loop (``stages.pack.pack_items``) on the
 photos from a local folder under cProfile and prints ms per image per step.
@@ -215,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
             line += "  " + " ".join(f"{k}={v:.1f}" for k, v in secs.items())
             if pack:
                 line += f"  pack {args.count / pack:.0f} img/s"
+            shards = [s for g in got for s in g[1]["pack"]]
+            peaks = [s["peak_rss_mb"] for s in shards if s.get("peak_rss_mb")]
+            requests = sum(n for s in shards for n in s.get("s3_requests", {}).values())
+            if peaks:
+                line += f"; peak per pack task {max(peaks):.0f} MiB"
+            if requests:
+                line += f"; {requests / (args.count * len(got)):.3f} S3 requests per image"
         else:
             line += f"  {args.count / wall:.0f} img/s whole command"
         print(line)
