@@ -3,7 +3,9 @@
 ``recforge build`` runs this; the DAG runs each stage as its own task. Per-shard stages run
 for every shard in a process pool here (mapped tasks in Airflow), each shard's stages one
 after the other in one worker, as a shard would flow through the DAG. While the shards run,
-a background thread imports what the later stages need (:func:`warm_imports`).
+a background thread imports what the later stages need (:func:`warm_imports`), and the
+loader benchmark runs beside the checklist (:func:`benchmark_beside_gate`), where the DAG
+runs them one after the other.
 """
 
 from __future__ import annotations
