@@ -22,7 +22,13 @@ from pathlib import Path
 
 from recforge.bench.device import host_info, nprocs, resolve_device, thread_cap
 from recforge.bench.environment import wait_for_quiet
-from recforge.bench.loader import check_values, detection_problems, iter_name, run_loader
+from recforge.bench.loader import (
+    check_values,
+    detection_problems,
+    explain_iter_error,
+    iter_name,
+    run_loader,
+)
 from recforge.bench.records import (
     UPSCALE_NOTE,
     LoaderBenchError,
@@ -134,7 +140,15 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
     procs = nprocs()
     cap = thread_cap(procs)
     # the values do not depend on the thread count: the setting users train with
-    values = check_values(root, opts, min(opts.preprocess_threads, cap), device, sizes)
+    try:
+        values = check_values(root, opts, min(opts.preprocess_threads, cap), device, sizes)
+    except LoaderBenchError as exc:
+        if sizes is not None or exc.__cause__ is None:
+            raise
+        # no manifest to size the images: the decoded sample says which one is too small
+        _, sizes = _decode_and_sizes(rec, opts, sizes, [])
+        raise LoaderBenchError(explain_iter_error(exc.__cause__, rec, opts, sizes)) \
+            from exc.__cause__
     wait_for_quiet(quiet_file)
     decode, sizes = _decode_and_sizes(rec, opts, sizes, warnings)
     grid = sorted(set(opts.thread_grid) | {opts.preprocess_threads})
