@@ -129,7 +129,7 @@ def benchmark_beside_gate(run: Run) -> tuple[dict, dict, float]:
 
     # imported here, not in two threads at once
     measure_loader = stages.entry("benchmark")
-    bench_stage = importlib.import_module("recforge.stages.benchmark")
+    bench_stage = stages.module("benchmark")  # bench_results: what the benchmark left
 
     def measure() -> None:
         started = time.perf_counter()

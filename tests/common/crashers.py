@@ -14,14 +14,24 @@ ABORT = b"CRASH-ABRT"  # an abort() inside a library
 STALL = b"CRASH-HANG"  # a decode that never returns
 
 
-def process_or_crash(data: bytes, opts: imaging.PackOptions) -> imaging.EncodedImage:
+def _crash_on_marks(data: bytes) -> None:
     if data.startswith(SEGFAULT):
         os.kill(os.getpid(), signal.SIGSEGV)
     if data.startswith(ABORT):
         os.abort()
     if data.startswith(STALL):
         time.sleep(3600)
+
+
+def process_or_crash(data: bytes, opts: imaging.PackOptions) -> imaging.EncodedImage:
+    _crash_on_marks(data)
     return imaging.process(data, opts)
+
+
+def process_hashed_or_crash(data: bytes, opts: imaging.PackOptions) -> imaging.EncodedImage:
+    """``imaging.process_hashed`` (what pack runs), except on marked bytes."""
+    _crash_on_marks(data)
+    return imaging.process_hashed(data, opts)
 
 
 def decode_or_crash(data: bytes, opts: imaging.PackOptions):

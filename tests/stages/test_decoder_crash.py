@@ -4,7 +4,7 @@ in a child process, and the image is quarantined as ``decoder_crashed``."""
 
 from __future__ import annotations
 
-from recforge import crash_isolation, pipeline, storage
+from recforge import pipeline, storage
 from recforge.format import names
 from recforge.run import Run, cache_uri
 from recforge.stages import merge, pack
@@ -15,8 +15,8 @@ CRASHER = "dog/a/crasher.jpg"
 
 
 def _crashing_decoder(monkeypatch):
-    monkeypatch.setattr(pack, "process", crashers.process_or_crash)  # forked workers
-    monkeypatch.setattr(crash_isolation, "TARGET", crashers.process_or_crash)  # the child
+    # the forked workers, and by name the child an isolated attempt decodes in
+    monkeypatch.setattr(pack, "process_hashed", crashers.process_hashed_or_crash)
 
 
 def test_a_decoder_crash_in_a_worker_quarantines_the_image_and_the_build_completes(

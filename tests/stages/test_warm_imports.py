@@ -64,8 +64,9 @@ def test_build_warms_only_while_the_shard_workers_run(modules, monkeypatch):
     seen = []
     fakes = {"split": lambda run: {"shards": ["s0", "s1", "s2"]},
              "pack": lambda run, shard: {"pid": os.getpid()},
-             "benchmark": lambda run: seen.append((_warming(), probe in sys.modules)),
-             "quality_gate": lambda run: {}}
+             "benchmark": lambda run, quiet=None: seen.append((_warming(),
+                                                                probe in sys.modules)),
+             "quality_gate": lambda run, loader_results=None: {}}
     monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
     monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])  # forked: inherited
     calls = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import get_args
 
 from recforge.spec import DatasetSpec
@@ -57,10 +58,15 @@ def stage(task_id: str) -> Stage:
         raise KeyError(f"no pipeline stage {task_id!r}; stages: {list(BY_TASK_ID)}") from None
 
 
+def module(task_id: str) -> ModuleType:
+    """The stage's module, ``recforge.stages.<task_id>`` (imported now)."""
+    stage(task_id)
+    return importlib.import_module(f"{__name__}.{task_id}")
+
+
 def entry(task_id: str) -> Callable:
     """The stage's entry point, ``recforge.stages.<task_id>.<task_id>`` (imported now)."""
-    stage(task_id)
-    return getattr(importlib.import_module(f"{__name__}.{task_id}"), task_id)
+    return getattr(module(task_id), task_id)
 
 
 def stages_for(kind: str) -> list[Stage]:
