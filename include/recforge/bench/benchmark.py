@@ -51,10 +51,14 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
     started = datetime.now(UTC)
     python = environment.mxnet_python() if loader != "dali" else None  # fail before fetching
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
-        fetched = (loader == "mxnet" and unchanged_window(prefix, opts, previous, identity)
-                   or fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
-                                  min_records=opts.batch_size))
-        fetched["sample"]["split_identity"] = identity
+        def fetch() -> dict:
+            got = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
+                              min_records=opts.batch_size)
+            got["sample"]["split_identity"] = identity
+            return got
+
+        fetched = (unchanged_window(prefix, opts, previous, identity)
+                   if loader == "mxnet" else None) or fetch()
         root = fetched.pop("root")
         sizes = _size_check_of(fetched, opts)
         if loader == "dali":
@@ -74,9 +78,7 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
         results = measure(root, fetched)
         if "window_needed" in results:  # the same window, but not reusable: measure it
             log.info("bench: fetching the window after all (%s)", results["window_needed"])
-            fetched = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
-                                  min_records=opts.batch_size)
-            fetched["sample"]["split_identity"] = identity
+            fetched = fetch()
             results = measure(fetched.pop("root"), fetched)
         if loader == "both":
             from recforge.bench.dali import measure_dali
