@@ -22,7 +22,7 @@ PACKAGE = REPO / "include" / "recforge"
 FLOORS = [
     {"errors"},
     {"spec"},
-    {"storage", "quarantine", "progress", "phash", "imaging", "format"},
+    {"storage", "quarantine", "progress", "phash", "imaging", "format", "warmup"},
     {"segmentation", "detection", "im2rec", "crash_isolation"},
     {"quality", "bench", "report"},
     {"run", "releases", "claims", "alerts", "incremental"},

@@ -3,22 +3,18 @@
 ``recforge build`` runs this; the DAG runs each stage as its own task. Per-shard stages run
 for every shard in a process pool here (mapped tasks in Airflow), each shard's stages one
 after the other in one worker, as a shard would flow through the DAG. While the shards run,
-a background thread imports what the later stages need (:func:`warm_imports`), and the
+a background thread imports what the later stages need (``warmup.warm_imports``), and the
 loader benchmark runs beside the checklist (:func:`benchmark_beside_gate`), where the DAG
 runs them one after the other.
 """
 
 from __future__ import annotations
 
-import gc
-import importlib
 import logging
 import os
 import pickle
-import sys
 import threading
 import time
-from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
@@ -26,6 +22,7 @@ from recforge import stages
 from recforge.progress import Progress, quiet_worker
 from recforge.run import Run, new_run_id
 from recforge.spec import DatasetSpec
+from recforge.warmup import warm_imports
 
 log = logging.getLogger(__name__)
 
@@ -69,47 +66,6 @@ def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> l
                         "limit); running the %d unfinished shards again, each image decoded "
                         "in a child process", len(jobs) - len(results))
     return [results[k] for k in range(len(jobs))]
-
-
-def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
-    """Import ``modules`` (those not yet imported) one after the other in a daemon thread;
-    returns it, or None when there is nothing to import.
-
-    A head start only: ``import great_expectations`` takes ~5 s and ``import mxnet`` ~2 s in
-    a fresh process, seconds this process otherwise spends waiting on the shard workers and
-    S3. A stage that imports a module the thread is still importing waits for it (Python's
-    per-module import lock). A module that fails to import here is left unimported (Python
-    removes it from ``sys.modules``), so the stage's own import runs it again and raises
-    there, exactly as without the thread. Run it only while nothing else imports, and start
-    it only once no fork can follow: a child forked while this thread holds an import lock
-    can deadlock, and a package with import cycles imported by two threads at once can be
-    handed half-initialised to one of them (``build`` runs it while it waits for the
-    per-shard pool's workers, and joins it before the next stage)."""
-    todo = [m for m in dict.fromkeys(modules) if m not in sys.modules]
-    if not todo:
-        return None
-
-    def run() -> None:
-        collecting = gc.isenabled()
-        gc.disable()  # importing GX makes ~1 M objects; the cycle collector would walk them
-        try:          # over and over as they arrive (~2 s of a 2-core machine)
-            for name in todo:
-                started = time.perf_counter()
-                try:
-                    importlib.import_module(name)
-                except Exception as exc:  # the stage's own import raises it again, there
-                    log.debug("warm-up: import %s failed (%s: %s); left to the stage", name,
-                              type(exc).__name__, exc)
-                else:
-                    log.debug("warm-up: imported %s in %.1f s", name,
-                              time.perf_counter() - started)
-        finally:
-            if collecting:
-                gc.enable()
-
-    thread = threading.Thread(target=run, name="recforge-warm-imports", daemon=True)
-    thread.start()
-    return thread
 
 
 def benchmark_beside_gate(run: Run) -> tuple[dict, dict, float]:

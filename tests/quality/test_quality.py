@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -234,6 +235,34 @@ def test_loader_results_checks(docs):
     assert set(result["failed"]) == set(LOADER_CHECKS)
 
 
+def test_a_loader_results_callable_is_asked_once_the_dataset_suites_ran(docs, monkeypatch):
+    """A benchmark beside the checklist is asked for its results only after the dataset's
+    own suites have run (they overlap its untimed work), and its suites then run in the
+    same site: Data Docs are built once, at the end."""
+    from recforge.quality import gx
+
+    events = []
+    real_run, real_docs = gx.Validations.run, gx.Validations.build_docs
+    monkeypatch.setattr(gx.Validations, "run", lambda self, frames, plans: (
+        events.append(("run", sorted({p.frame for p in plans}))),
+        real_run(self, frames, plans))[1])
+    monkeypatch.setattr(gx.Validations, "build_docs", lambda self: (
+        events.append(("docs",)), real_docs(self))[1])
+    batch = {"type": "NDArray", "dtype": "float32", "shape": [8, 3, 224, 224],
+             "min": 0.0, "max": 255.0}
+
+    def loader_results():
+        events.append(("asked",))
+        return {"batches": [batch] * 3, "images_per_sec": 900.0, "device": "cpu"}
+
+    result = run(clean_inputs(), docs, loader_results=loader_results)
+    assert result["ok"], q.format_table(result)
+    assert result["checks"]["loader_throughput"]["status"] == "passed"
+    assert [e[0] for e in events] == ["run", "asked", "run", "docs"]
+    assert "records" in events[0][1] and events[2][1] == ["loader", "loader_batches"]
+    assert (docs / result["checks"]["loader_throughput"]["docs_page"]).exists()
+
+
 def test_describe_batch_reads_numpy():
     d = suites.describe_batch(np.full((2, 3, 4, 4), 0.5, dtype=np.float32))
     assert d == {"type": "ndarray", "dtype": "float32", "shape": [2, 3, 4, 4],
@@ -309,6 +338,35 @@ def test_gate_on_a_packed_folder_rereads_records(tmp_path, docs):
                                 docs_dir=docs, pack={"resize": 0, "color": 1})
     assert result["ok"], q.format_table(result)
     assert "0 of 9 re-read from the .rec failed" in result["checks"]["decode"]["observed"]
+
+
+def test_the_gate_imports_gx_while_it_reads_its_inputs(tmp_path):
+    """In a fresh process GX's import is the gate's longest step: it starts in a thread
+    while the inputs are read and the sampled records decoded, and the gate still passes."""
+    write_packed(tmp_path)
+    code = f"""
+import sys, time
+from recforge import quality
+from recforge.quality import gate
+from recforge.spec.quality import QualitySpec
+real = gate.load_inputs
+def load_inputs(*a, **kw):
+    deadline = time.monotonic() + 60
+    while "great_expectations" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print("gx importing while reading:", "great_expectations" in sys.modules)
+    return real(*a, **kw)
+gate.load_inputs = load_inputs
+r = quality.run_quality_gate({str(tmp_path)!r}, QualitySpec(class_balance_min_ratio=0.0),
+                             docs_dir={str(tmp_path / "docs")!r}, pack={{"resize": 0, "color": 1}})
+print("ok:", r["ok"], r["checks"]["decode"]["observed"])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env={**os.environ,
+                                           "PYTHONPATH": str(Path(q.__file__).parents[2])})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "gx importing while reading: True" in out.stdout
+    assert "ok: True" in out.stdout and "re-read from the .rec failed" in out.stdout
 
 
 def test_gate_catches_a_corrupt_record_in_the_rec(tmp_path, docs):

@@ -73,36 +73,60 @@ def _clear_site(docs_dir: Path) -> None:
     (docs_dir / "index.html").unlink(missing_ok=True)
 
 
+class Validations:
+    """One ephemeral context and run id whose suites run in steps (:meth:`run`, once per
+    group of frames) and whose Data Docs are built once (:meth:`build_docs`): the gate runs
+    the dataset's suites while the loader benchmark beside it is still measuring, and the
+    loader's suites once its results arrive, all in one site under one run."""
+
+    def __init__(self, docs_dir: Path, run_name: str):
+        import datetime
+
+        from great_expectations.core.run_identifier import RunIdentifier
+
+        self.docs_dir = docs_dir
+        docs_dir.mkdir(parents=True, exist_ok=True)
+        _clear_site(docs_dir)
+        self.ctx = _context(docs_dir)
+        self.source = self.ctx.data_sources.add_pandas("recforge")
+        self.run_id = RunIdentifier(run_name=run_name,
+                                    run_time=datetime.datetime.now(datetime.UTC))
+
+    def run(self, frames: dict[str, pd.DataFrame], plans: list[Planned]) -> dict[str, Any]:
+        """Run one suite per frame that ``plans`` name (each frame once per session);
+        returns frame → validation result."""
+        import great_expectations as gx
+
+        results = {}
+        for frame in dict.fromkeys(p.frame for p in plans):
+            suite = self.ctx.suites.add(gx.ExpectationSuite(name=f"{SUITE_PREFIX}-{frame}"))
+            for p in plans:
+                if p.frame == frame:
+                    suite.add_expectation(p.expectation)
+            batch = self.source.add_dataframe_asset(frame) \
+                .add_batch_definition_whole_dataframe(frame)
+            vd = self.ctx.validation_definitions.add(
+                gx.ValidationDefinition(name=f"{SUITE_PREFIX}-{frame}", data=batch,
+                                        suite=suite))
+            result_format = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
+            if frame in ROW_ID:
+                result_format["unexpected_index_column_names"] = _row_id_columns(frame)
+            data = _checked_columns(frames[frame], [p for p in plans if p.frame == frame])
+            results[frame] = vd.run(batch_parameters={"dataframe": data}, run_id=self.run_id,
+                                    result_format=result_format)
+            del data
+        return results
+
+    def build_docs(self) -> None:
+        self.ctx.build_data_docs(site_names=[SITE_NAME])
+
+
 def validate_plans(frames: dict[str, pd.DataFrame], plans: list[Planned], docs_dir: Path,
                    run_name: str) -> dict[str, Any]:
     """Run one suite per frame with GX; build Data Docs; return frame → validation result."""
-    import datetime
-
-    import great_expectations as gx
-    from great_expectations.core.run_identifier import RunIdentifier
-
-    docs_dir.mkdir(parents=True, exist_ok=True)
-    _clear_site(docs_dir)
-    ctx = _context(docs_dir)
-    source = ctx.data_sources.add_pandas("recforge")
-    run_id = RunIdentifier(run_name=run_name, run_time=datetime.datetime.now(datetime.UTC))
-    results = {}
-    for frame in dict.fromkeys(p.frame for p in plans):
-        suite = ctx.suites.add(gx.ExpectationSuite(name=f"{SUITE_PREFIX}-{frame}"))
-        for p in plans:
-            if p.frame == frame:
-                suite.add_expectation(p.expectation)
-        batch = source.add_dataframe_asset(frame).add_batch_definition_whole_dataframe(frame)
-        vd = ctx.validation_definitions.add(
-            gx.ValidationDefinition(name=f"{SUITE_PREFIX}-{frame}", data=batch, suite=suite))
-        result_format = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
-        if frame in ROW_ID:
-            result_format["unexpected_index_column_names"] = _row_id_columns(frame)
-        data = _checked_columns(frames[frame], [p for p in plans if p.frame == frame])
-        results[frame] = vd.run(batch_parameters={"dataframe": data}, run_id=run_id,
-                                result_format=result_format)
-        del data
-    ctx.build_data_docs(site_names=[SITE_NAME])
+    session = Validations(docs_dir, run_name)
+    results = session.run(frames, plans)
+    session.build_docs()
     return results
 
 

@@ -77,6 +77,12 @@ def s3_client():
     return cached[1]
 
 
+def connect() -> None:
+    """Make this thread's S3 client now, so that botocore's modules are imported here and
+    not later, beside another thread's imports (``quality.gate`` imports GX in a thread)."""
+    s3_client()
+
+
 @dataclass
 class Transfer:
     """Body bytes this process moved through S3 clients: ``down`` (GetObject responses),
