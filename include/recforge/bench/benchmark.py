@@ -1,9 +1,10 @@
 """The whole benchmark: fetch the split's window here, measure each loader where it runs.
 
 ``run_benchmark`` produces the ``bench.json`` dict. The window of the split is fetched in this
-process (it holds the S3 credentials), then MXNet's loader is measured in the MXNet
-environment (``recforge.bench.environment``: one child process for the whole measurement,
-``recforge.bench.measure`` inside it) and DALI's in this process (``recforge.bench.dali``).
+process (it holds the S3 credentials) while the MXNet environment's child process starts
+(``recforge.bench.environment``: one child for the whole measurement, its 3-4 s import of
+MXNet beside the fetch, ``recforge.bench.measure`` inside it); DALI's loader is measured in
+this process (``recforge.bench.dali``).
 ``loader``: ``mxnet`` (the default), ``dali``, or ``both`` — then MXNet's result is the
 document and DALI's sits beside it under ``"dali"``, gated by floors of its own.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -57,34 +59,44 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
             got["sample"]["split_identity"] = identity
             return got
 
-        fetched = (unchanged_window(prefix, opts, previous, identity)
-                   if loader == "mxnet" else None) or fetch()
-        root = fetched.pop("root")
-        sizes = _size_check_of(fetched, opts)
         if loader == "dali":
+            fetched = fetch()
+            root = fetched.pop("root")
+            sizes = _size_check_of(fetched, opts)
             from recforge.bench.dali import measure_dali
 
             if quiet is not None:
                 quiet.wait()
             return measure_dali(prefix, root, opts, fetched, sizes, started)
 
-        def measure(root, fetched):
-            return environment.call(
-                "recforge.bench.measure:measure",
-                {"prefix": prefix, "root": str(root), "options": opts.model_dump(mode="json"),
-                 "fetched": fetched, "sizes": sizes, "previous": previous,
-                 "started": started.isoformat()}, python=python, quiet=quiet)
+        window: dict = {}  # what the MXNet side was last handed: DALI's "both" reads it
 
-        results = measure(root, fetched)
+        def request(get_window) -> Callable[[], dict]:
+            """The MXNet side's arguments, made (the window fetched) while it starts."""
+            def kwargs() -> dict:
+                fetched = get_window()
+                window.update(root=fetched.pop("root"), fetched=fetched,
+                              sizes=_size_check_of(fetched, opts))
+                return {"prefix": prefix, "root": str(window["root"]),
+                        "options": opts.model_dump(mode="json"), "fetched": fetched,
+                        "sizes": window["sizes"], "previous": previous,
+                        "started": started.isoformat()}
+            return kwargs
+
+        def measure(get_window):
+            return environment.call("recforge.bench.measure:measure", request(get_window),
+                                    python=python, quiet=quiet)
+
+        results = measure(lambda: (unchanged_window(prefix, opts, previous, identity)
+                                   if loader == "mxnet" else None) or fetch())
         if "window_needed" in results:  # the same window, but not reusable: measure it
             log.info("bench: fetching the window after all (%s)", results["window_needed"])
-            fetched = fetch()
-            results = measure(fetched.pop("root"), fetched)
+            results = measure(fetch)
         if loader == "both":
             from recforge.bench.dali import measure_dali
 
-            results["dali"] = measure_dali(prefix, root, opts, fetched, sizes,
-                                           datetime.now(UTC))
+            results["dali"] = measure_dali(prefix, window["root"], opts, window["fetched"],
+                                           window["sizes"], datetime.now(UTC))
         return results
 
 

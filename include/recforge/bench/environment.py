@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from recforge.bench.records import LoaderBenchError
@@ -107,11 +108,16 @@ def mxnet_python() -> str:
         f"import and no MXNet environment is configured; {HOW_TO}")
 
 
-def call(target: str, kwargs: dict, python: str | None = None,
+def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = None,
          pythonpath: list[str] | None = None, timeout: float | None = None,
          quiet: threading.Event | None = None):
     """Run ``target`` (``"module:function"``) with ``kwargs`` in the MXNet environment and
     return its JSON result. One process per call: callers put a whole benchmark in one call.
+
+    ``kwargs`` may be a callable that makes them (the benchmark's window fetch): the child
+    is started first and imports MXNet and the target's module (3-4 s) while this process
+    runs it, then is handed its answer (a file, :func:`wait_for_file`). A callable that
+    raises kills the child and the error is raised as it is.
 
     ``pythonpath``: folders put first on the child's ``sys.path`` (tests use it for their own
     helpers). ``quiet``: set by the caller once nothing else of its own competes for the
@@ -125,11 +131,15 @@ def call(target: str, kwargs: dict, python: str | None = None,
     python = python or mxnet_python()
     with tempfile.TemporaryDirectory(prefix="recforge-mxnet-") as tmp:
         request, response = Path(tmp) / "request.json", Path(tmp) / "response.json"
-        quiet_file = Path(tmp) / "quiet"
-        if quiet is not None:
-            kwargs = {**kwargs, "quiet_file": str(quiet_file)}
-        request.write_text(json.dumps({"target": target, "kwargs": kwargs,
-                                       "recforge_version": __version__}))
+        quiet_file, kwargs_file = Path(tmp) / "quiet", Path(tmp) / "kwargs.json"
+
+        def with_quiet(given: dict) -> dict:
+            return {**given, "quiet_file": str(quiet_file)} if quiet is not None else given
+
+        request.write_text(json.dumps({
+            "target": target, "recforge_version": __version__,
+            **({"kwargs_file": str(kwargs_file)} if callable(kwargs)
+               else {"kwargs": with_quiet(kwargs)})}))
         env = dict(os.environ)
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join([*pythonpath, env.get("PYTHONPATH", "")])
@@ -146,6 +156,10 @@ def call(target: str, kwargs: dict, python: str | None = None,
                     from exc
             deadline = None if timeout is None else time.monotonic() + timeout
             try:
+                if callable(kwargs):  # made while the child starts; whole or not at all
+                    partial = kwargs_file.with_suffix(".partial")
+                    partial.write_text(json.dumps(with_quiet(kwargs())))
+                    os.replace(partial, kwargs_file)
                 if quiet is not None:
                     while proc.poll() is None and not quiet.wait(QUIET_POLL_S):
                         if deadline is not None and time.monotonic() > deadline:
@@ -198,11 +212,17 @@ def wait_for_quiet(quiet_file: str | None, limit_s: float = QUIET_WAIT_S) -> flo
     caller's; the timed work after it, alone. At most ``limit_s``: then it goes on."""
     if quiet_file is None:
         return 0.0
-    started = time.monotonic()
-    path = Path(quiet_file)
-    while not path.exists() and time.monotonic() - started < limit_s:
-        time.sleep(QUIET_POLL_S / 2)
-    waited = time.monotonic() - started
+    waited = wait_for_file(quiet_file, limit_s)
     log.info("bench: waited %.1f s for the caller's quiet", waited)
     return waited
+
+
+def wait_for_file(path: str | Path, limit_s: float = QUIET_WAIT_S) -> float:
+    """Block until ``path`` exists, at most ``limit_s`` (a caller that died never leaves a
+    child waiting for good); returns the seconds waited."""
+    started = time.monotonic()
+    path = Path(path)
+    while not path.exists() and time.monotonic() - started < limit_s:
+        time.sleep(QUIET_POLL_S / 2)
+    return time.monotonic() - started
 

@@ -1,9 +1,11 @@
 """The child side of ``recforge.bench.environment.call``, run in the MXNet environment.
 
 ``python -m recforge.bench.worker REQUEST RESPONSE``: reads ``{"target": "module:function",
-"kwargs": {...}, "recforge_version": ...}`` from REQUEST, calls the function and writes
-``{"result": ...}`` or ``{"error": {"kind", "message"}}`` to RESPONSE. A failure it cannot
-describe (a crash) leaves no RESPONSE and a non-zero exit; the parent reports stderr's tail.
+"kwargs": {...}, "recforge_version": ...}`` from REQUEST (or ``"kwargs_file"``: a file the
+caller writes once it has made them, waited for after MXNet's import), calls the function
+and writes ``{"result": ...}`` or ``{"error": {"kind", "message"}}`` to RESPONSE. A failure
+it cannot describe (a crash) leaves no RESPONSE and a non-zero exit; the parent reports
+stderr's tail.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ def serve(request: dict) -> dict:
         return _error("environment", f"{sys.executable} cannot import mxnet ({exc})")
     module, _, name = request["target"].partition(":")
     func = getattr(importlib.import_module(module), name)
+    if "kwargs_file" in request:  # the caller makes them while this process starts
+        from recforge.bench.environment import wait_for_file
+
+        waited = wait_for_file(request["kwargs_file"])
+        logging.getLogger(__name__).info("started; waited %.1f s for the arguments", waited)
+        with open(request["kwargs_file"], encoding="utf-8") as f:
+            request = {**request, "kwargs": json.load(f)}
     try:
         return {"result": func(**request["kwargs"])}
     except LoaderBenchError as exc:
