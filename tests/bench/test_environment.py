@@ -236,6 +236,27 @@ def test_arguments_that_fail_kill_the_child(monkeypatch):
     assert len(started) == 1 and started[0].returncode is not None  # killed and reaped
 
 
+def test_a_child_whose_caller_is_gone_does_not_wait_for_its_arguments(tmp_path):
+    """A child waits for its arguments as long as the caller's fetch takes, but not for a
+    caller that died: it ends with an error instead of waiting for good."""
+    import json
+
+    from recforge import __version__
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    request, response = tmp_path / "request.json", tmp_path / "response.json"
+    request.write_text(json.dumps({
+        "target": "tests.bench.test_environment:echo", "recforge_version": __version__,
+        "kwargs_file": str(tmp_path / "never-written.json"), "caller_pid": gone.pid}))
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([environment.mxnet_python(), "-m", "recforge.bench.worker", str(request),
+                    str(response)], env=env, timeout=300, capture_output=True, check=True)
+    assert json.loads(response.read_text())["error"]["message"] == (
+        "the caller ended before it handed over the arguments")
+
+
 def test_the_benchmarks_timing_waits_for_quiet_and_its_value_check_does_not(dataset):
     """The value check runs before the caller is quiet, the timed sweep after it."""
     quiet = threading.Event()

@@ -116,8 +116,9 @@ def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = No
 
     ``kwargs`` may be a callable that makes them (the benchmark's window fetch): the child
     is started first and imports MXNet and the target's module (3-4 s) while this process
-    runs it, then is handed its answer (a file, :func:`wait_for_file`). A callable that
-    raises kills the child and the error is raised as it is.
+    runs it, then is handed its answer (a file, :func:`wait_for_file`: as long as the
+    callable takes, while this process lives). A callable that raises kills the child and
+    the error is raised as it is.
 
     ``pythonpath``: folders put first on the child's ``sys.path`` (tests use it for their own
     helpers). ``quiet``: set by the caller once nothing else of its own competes for the
@@ -138,8 +139,8 @@ def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = No
 
         request.write_text(json.dumps({
             "target": target, "recforge_version": __version__,
-            **({"kwargs_file": str(kwargs_file)} if callable(kwargs)
-               else {"kwargs": with_quiet(kwargs)})}))
+            **({"kwargs_file": str(kwargs_file), "caller_pid": os.getpid()}
+               if callable(kwargs) else {"kwargs": with_quiet(kwargs)})}))
         env = dict(os.environ)
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join([*pythonpath, env.get("PYTHONPATH", "")])
@@ -217,12 +218,19 @@ def wait_for_quiet(quiet_file: str | None, limit_s: float = QUIET_WAIT_S) -> flo
     return waited
 
 
-def wait_for_file(path: str | Path, limit_s: float = QUIET_WAIT_S) -> float:
-    """Block until ``path`` exists, at most ``limit_s`` (a caller that died never leaves a
-    child waiting for good); returns the seconds waited."""
+def wait_for_file(path: str | Path, limit_s: float | None = QUIET_WAIT_S,
+                  parent: int | None = None) -> float:
+    """Block until ``path`` exists, at most ``limit_s`` (None: no limit), or until the
+    process ``parent`` is no longer this one's parent (it died: nobody will write the
+    file); returns the seconds waited. Either way a caller that died never leaves a child
+    waiting for good."""
     started = time.monotonic()
     path = Path(path)
-    while not path.exists() and time.monotonic() - started < limit_s:
+    while not path.exists():
+        if limit_s is not None and time.monotonic() - started >= limit_s:
+            break
+        if parent is not None and os.getppid() != parent:
+            break
         time.sleep(QUIET_POLL_S / 2)
     return time.monotonic() - started
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import sys
 
 
@@ -38,8 +39,12 @@ def serve(request: dict) -> dict:
     if "kwargs_file" in request:  # the caller makes them while this process starts
         from recforge.bench.environment import wait_for_file
 
-        waited = wait_for_file(request["kwargs_file"])
+        # however long the caller's fetch takes, while the caller lives
+        waited = wait_for_file(request["kwargs_file"], None,
+                               parent=request.get("caller_pid") or os.getppid())
         logging.getLogger(__name__).info("started; waited %.1f s for the arguments", waited)
+        if not os.path.exists(request["kwargs_file"]):
+            return _error("failure", "the caller ended before it handed over the arguments")
         with open(request["kwargs_file"], encoding="utf-8") as f:
             request = {**request, "kwargs": json.load(f)}
     try:
