@@ -71,9 +71,8 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
 
         window: dict = {}  # what the MXNet side was last handed: DALI's "both" reads it
 
-        def request(get_window) -> Callable[[], dict]:
-            """The MXNet side's arguments, made (the window fetched) while it starts."""
-            def kwargs() -> dict:
+        def measure(get_window: Callable[[], dict]) -> dict:
+            def kwargs() -> dict:  # made (the window fetched) while the MXNet side starts
                 fetched = get_window()
                 window.update(root=fetched.pop("root"), fetched=fetched,
                               sizes=_size_check_of(fetched, opts))
@@ -81,11 +80,9 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
                         "options": opts.model_dump(mode="json"), "fetched": fetched,
                         "sizes": window["sizes"], "previous": previous,
                         "started": started.isoformat()}
-            return kwargs
 
-        def measure(get_window):
-            return environment.call("recforge.bench.measure:measure", request(get_window),
-                                    python=python, quiet=quiet)
+            return environment.call("recforge.bench.measure:measure", kwargs, python=python,
+                                    quiet=quiet)
 
         results = measure(lambda: (unchanged_window(prefix, opts, previous, identity)
                                    if loader == "mxnet" else None) or fetch())

@@ -40,8 +40,7 @@ def serve(request: dict) -> dict:
         from recforge.bench.environment import wait_for_file
 
         # however long the caller's fetch takes, while the caller lives
-        waited = wait_for_file(request["kwargs_file"], None,
-                               parent=request.get("caller_pid") or os.getppid())
+        waited = wait_for_file(request["kwargs_file"], None, parent=request["caller_pid"])
         logging.getLogger(__name__).info("started; waited %.1f s for the arguments", waited)
         if not os.path.exists(request["kwargs_file"]):
             return _error("failure", "the caller ended before it handed over the arguments")

@@ -67,7 +67,8 @@ def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
     frames = build_frames(inputs, quality, task)
     num_classes = (inputs.classes or {}).get("num_classes")
     plans, not_run = plan_expectations(frames, quality, pack, task, num_classes)
-    session = Validations(Path(docs_dir), run_name)
+    docs_dir = Path(docs_dir)
+    session = Validations(docs_dir, run_name)
     results = session.run(frames, plans)
     if callable(loader_results):
         loader_results = loader_results()
@@ -81,7 +82,6 @@ def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
         for name in LOADER_CHECKS:
             not_run[name] = "no loader benchmark results (bench.json) given"
     session.build_docs()
-    docs_dir = Path(docs_dir)
     checks = summarise_checks(frames, plans, results, not_run, quality, num_classes)
     out = finish_result(checks, docs_dir, dataset, run_name, results)
     log.info("quality gate %s: %s; failed %s, warned %s", run_name,
