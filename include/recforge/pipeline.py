@@ -2,14 +2,16 @@
 
 ``recforge build`` runs this; the DAG runs each stage as its own task. Per-shard stages run
 for every shard in a process pool here (mapped tasks in Airflow), each shard's stages one
-after the other in one worker, as a shard would flow through the DAG. While the shards run,
-a background thread imports what the later stages need (``warmup.warm_imports``), and the
+after the other in one worker, as a shard would flow through the DAG. A background thread
+imports what the later stages need (``warmup.warm_imports``) while the shards run where a
+core is spare beside them, else beside merge and validate (:func:`warm_beside`); and the
 loader benchmark runs beside the checklist (:func:`benchmark_beside_gate`), where the DAG
 runs them one after the other.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import pickle
@@ -66,6 +68,23 @@ def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> l
                         "limit); running the %d unfinished shards again, each image decoded "
                         "in a child process", len(jobs) - len(results))
     return [results[k] for k in range(len(jobs))]
+
+
+def warm_beside(rest: list[stages.Stage]) -> threading.Thread | None:
+    """After the shards: the slow imports of ``rest``'s later stages, in a thread beside the
+    stages that come first and import nothing slow (merge and validate wait on S3 or the
+    disk, so a core is free even where the shards filled them all) and on into the stages
+    that need them; None when no stage runs beside it or nothing is left to import. Every
+    later stage's module is imported here first, so the stages' own code is never imported
+    by two threads at once; a stage that needs a slow module asks ``warm_imports`` for it,
+    gets this thread while it runs, and joins it first (``quality.gate``)."""
+    beside = list(itertools.takewhile(lambda s: not s.imports, rest))
+    later = [m for s in rest[len(beside):] for m in s.imports]
+    if not beside or not later:
+        return None
+    for s in rest:
+        stages.module(s.task_id)
+    return warm_imports(later)
 
 
 def benchmark_beside_gate(run: Run) -> tuple[dict, dict, float]:
@@ -171,6 +190,8 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             for t in task_ids:
                 result[t] = [d[t] for d in done]
             timings["+".join(task_ids)] = round(time.perf_counter() - started, 2)
+            if not warmed:
+                warmed = warm_beside(plan[i:]) is not None
             continue
         task_id = plan[i].task_id
         i += 1

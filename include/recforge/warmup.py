@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 
+_current: threading.Thread | None = None  # the thread importing now, if any
+
 
 def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
     """Import ``modules`` (those not yet imported) one after the other in a daemon thread;
@@ -26,9 +28,14 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
     there, exactly as without the thread. Run it only while nothing else imports, and start
     it only once no fork can follow: a child forked while this thread holds an import lock
     can deadlock, and a package with import cycles imported by two threads at once can be
-    handed half-initialised to one of them (``pipeline.build`` runs it while it waits
-    for the per-shard pool's workers, and joins it before the next stage; the checklist
-    while it reads its inputs, see ``quality.gate``)."""
+    handed half-initialised to one of them. So while one thread is importing, a second
+    call starts none and returns that thread, which its caller joins before it uses what
+    it asked for (``pipeline.build`` starts one while it waits for the per-shard pool's
+    workers, or beside merge and validate; the checklist while it reads its inputs, see
+    ``quality.gate``)."""
+    global _current
+    if _current is not None and _current.is_alive():  # its modules may be half-imported:
+        return _current                               # the caller joins it before using them
     todo = [m for m in dict.fromkeys(modules) if m not in sys.modules]
     if not todo:
         return None
@@ -53,4 +60,5 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
 
     thread = threading.Thread(target=run, name="recforge-warm-imports", daemon=True)
     thread.start()
+    _current = thread
     return thread

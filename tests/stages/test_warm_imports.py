@@ -1,6 +1,7 @@
 """``recforge build`` imports the later stages' slow modules in a background thread: it never
-masks an import error, runs only while this process waits for its forked shard workers, and
-is done before the next stage starts."""
+masks an import error, runs while this process waits for its forked shard workers (on a
+spare core) or else beside merge and validate, and is joined before what it imports is
+used."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import threading
 
 import pytest
 
-from recforge import pipeline, stages
+from recforge import pipeline, stages, warmup
 from recforge.stages import Stage
 from tests.common.sources import make_spec
 
@@ -109,3 +110,58 @@ def test_no_warm_up_when_every_core_packs(modules, monkeypatch):
     monkeypatch.setattr(pipeline, "warm_imports", lambda names: calls.append(list(names)))
     pipeline.build(make_spec("unused-bucket"), run_id="busy", workers=2)
     assert calls == []
+
+
+def test_without_a_spare_core_the_imports_run_beside_merge_and_validate(modules, monkeypatch):
+    # merge and validate wait on S3 or the disk: a core is free for the imports even where
+    # the shards filled them all; they go on beside the stages that need them, and the one
+    # that asks for them gets the importing thread to join, never a half-imported module
+    probe = modules("recforge_warm_after", "import time\ntime.sleep(1)\nVALUE = 6\n")
+    plan = [Stage("split"), Stage("pack", per_shard=True), Stage("merge"), Stage("validate"),
+            Stage("benchmark", imports=(probe,)), Stage("quality_gate", imports=(probe,))]
+    seen = {}
+
+    def gate(run, loader_results=None):
+        importing = warmup.warm_imports([probe])
+        seen["gate"] = importing is not None and importing.name == "recforge-warm-imports"
+        importing.join(30)
+        seen["value"] = sys.modules[probe].VALUE
+        return {}
+
+    fakes = {"split": lambda run: {"shards": ["s0", "s1"]},
+             "pack": lambda run, shard: {},
+             "merge": lambda run: seen.setdefault("merge", len(_warming())),
+             "validate": lambda run: {},
+             "benchmark": lambda run, quiet=None: {},
+             "quality_gate": gate}
+    order = []
+    real_warm, real_module = pipeline.warm_imports, stages.module
+
+    def warming(names):
+        order.append(("warm", list(names)))
+        return real_warm(names)
+
+    def module(task_id):
+        order.append(("module", task_id))
+        return real_module(task_id)
+
+    monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
+    monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])
+    monkeypatch.setattr(stages, "module", module)
+    monkeypatch.setattr(pipeline, "warm_imports", warming)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # both cores pack
+    pipeline.build(make_spec("unused-bucket"), run_id="beside", workers=2)
+    # every later stage's own module is imported first, on this thread
+    assert order[:5] == [("module", t) for t in ("merge", "validate", "benchmark",
+                                                  "quality_gate")] + [("warm", [probe, probe])]
+    assert seen == {"merge": 1, "gate": True, "value": 6}
+
+
+def test_a_second_call_gets_the_thread_still_importing(modules):
+    slow = modules("recforge_warm_slow", "import time\ntime.sleep(0.5)\nVALUE = 7\n")
+    other = modules("recforge_warm_other", "VALUE = 8\n")
+    first = warmup.warm_imports([slow])
+    assert warmup.warm_imports([slow, other]) is first  # no second thread beside it
+    first.join(30)
+    assert other not in sys.modules  # left to the caller, after the join
+    assert warmup.warm_imports([other]) is not first
