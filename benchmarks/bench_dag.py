@@ -4,8 +4,8 @@ standalone`` (LocalExecutor, 2 task slots) and through ``recforge build``, side 
 Each build gets a publish root of its own (the incremental cache lives under it), so no run
 reuses another's shards. Prints the wall time of each, the DAG/CLI ratio, per-task start-up
 (a task's start to its first recforge log line), queue waits and scheduler gaps (a stage's
-first start minus the previous stage's last end), for ``pack.shard_size`` 500 and ``auto``;
-medians of ``--repeat`` runs.
+first start minus the previous stage's last end), and each stage's span in the DAG beside its
+time in the CLI, for ``pack.shard_size`` 500 and ``auto``; medians of ``--repeat`` runs.
 
     PYTHONPATH=include RECFORGE_MXNET_PYTHON=$PWD/.venv-mxnet/bin/python \\
         .venv/bin/python benchmarks/bench_dag.py              # 5,000 photos, 3 repeats
@@ -173,7 +173,9 @@ def dag_run(api, home: Path, dag_id: str, publish: str) -> dict:
                                             - min(_ts(t["start_date"]) for t in tis
                                                   if t["start_date"]))
     busy = sum(t["duration"] or 0 for t in tis)
-    return {"wall": wall, "tasks": len(tis), "pack_tasks": len(by_stage["pack"]),
+    spans = {s: max(_ts(t["end_date"]) for t in by_stage[s])
+             - min(_ts(t["start_date"]) for t in by_stage[s]) for s in chain}
+    return {"wall": wall, "tasks": len(tis), "pack_tasks": len(by_stage["pack"]), "spans": spans,
             "startup": statistics.median(startups) if startups else float("nan"),
             "startup_sum": sum(startups), "queue_wait": statistics.median(waits) if waits
             else float("nan"), "gaps": sum(gaps), "span": run_span, "busy": busy}
@@ -189,7 +191,7 @@ def cli_build(spec: Path, env: dict, publish: str) -> dict:
         raise SystemExit(f"recforge build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout[out.stdout.index("\n{") + 1:])
     return {"wall": wall, "pack_tasks": len(result["split"]["shards"]),
-            "stages": sum(result["seconds"].values())}
+            "stages": sum(result["seconds"].values()), "seconds": result["seconds"]}
 
 
 def main() -> int:
@@ -238,6 +240,17 @@ def main() -> int:
               f" {dag:>7.1f} {cli:>7.1f} {dag / cli:>7.2f}x {med('startup', 'dag'):>8.2f}s "
               f"{med('startup_sum', 'dag'):>9.1f}s {med('queue_wait', 'dag'):>5.2f}s "
               f"{med('gaps', 'dag'):>5.1f}s {med('busy', 'dag'):>6.1f}s")
+    print(f"\n{'stage':<13} " + " ".join(f"{k + ' DAG':>10} {k + ' CLI':>10}" for k in SHARDS))
+    for stage in CHAIN:
+        cells = []
+        for kind in SHARDS:
+            dag = [r["spans"][stage] for r in rows[kind]["dag"] if stage in r["spans"]]
+            cli = [r["seconds"].get(stage) for r in rows[kind]["cli"]]
+            cells += [f"{statistics.median(dag):>9.1f}s" if dag else f"{'-':>10}",
+                      f"{statistics.median(cli):>9.1f}s" if None not in cli else f"{'-':>10}"]
+        print(f"{stage:<13} " + " ".join(cells))
+    print("stage: DAG, the first task's start to the last one's end; CLI, recforge build's own "
+          "timing (the benchmark runs beside quality_gate there, inside its time)")
     print("start-up: median of a task's start to its first recforge log line; start-ups: "
           "their sum per run; queue: median queued → started; gaps: sum over the chain of a "
           "stage's first start minus the previous stage's last end; task-s: summed task "
