@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 
-_current: threading.Thread | None = None  # the thread importing now, if any
+_running: list[tuple[threading.Thread, frozenset[str]]] = []  # threads and what they import
 
 
 def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
@@ -29,13 +29,15 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
     it only once no fork can follow: a child forked while this thread holds an import lock
     can deadlock, and a package with import cycles imported by two threads at once can be
     handed half-initialised to one of them. So while one thread is importing, a second
-    call starts none and returns that thread, which its caller joins before it uses what
-    it asked for (``pipeline.build`` starts one while it waits for the per-shard pool's
-    workers, or beside merge and validate; the checklist while it reads its inputs, see
-    ``quality.gate``)."""
-    global _current
-    if _current is not None and _current.is_alive():  # its modules may be half-imported:
-        return _current                               # the caller joins it before using them
+    call for any of its modules starts none and returns that thread, which its caller
+    joins before it uses what it asked for (``pipeline.build`` starts one while it waits
+    for the per-shard pool's workers, or beside merge and validate; the checklist while it
+    reads its inputs, see ``quality.gate``)."""
+    modules = list(modules)
+    _running[:] = [(t, names) for t, names in _running if t.is_alive()]
+    for thread, names in _running:
+        if names & set(modules):  # its modules may be half-imported: the caller joins it
+            return thread
     todo = [m for m in dict.fromkeys(modules) if m not in sys.modules]
     if not todo:
         return None
@@ -60,5 +62,5 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
 
     thread = threading.Thread(target=run, name="recforge-warm-imports", daemon=True)
     thread.start()
-    _current = thread
+    _running.append((thread, frozenset(todo)))
     return thread

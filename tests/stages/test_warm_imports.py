@@ -160,8 +160,13 @@ def test_without_a_spare_core_the_imports_run_beside_merge_and_validate(modules,
 def test_a_second_call_gets_the_thread_still_importing(modules):
     slow = modules("recforge_warm_slow", "import time\ntime.sleep(0.5)\nVALUE = 7\n")
     other = modules("recforge_warm_other", "VALUE = 8\n")
+    apart = modules("recforge_warm_apart", "VALUE = 9\n")
     first = warmup.warm_imports([slow])
-    assert warmup.warm_imports([slow, other]) is first  # no second thread beside it
+    assert warmup.warm_imports([slow, other]) is first  # no second thread in its modules
+    beside = warmup.warm_imports([apart])  # none of its modules: a thread of its own
+    assert beside is not None and beside is not first
+    beside.join(30)
+    assert sys.modules[apart].VALUE == 9
+    assert warmup.warm_imports([slow]) is first  # still the one importing it
     first.join(30)
     assert other not in sys.modules  # left to the caller, after the join
-    assert warmup.warm_imports([other]) is not first
