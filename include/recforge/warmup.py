@@ -33,12 +33,12 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
     joins before it uses what it asked for (``pipeline.build`` starts one while it waits
     for the per-shard pool's workers, or beside merge and validate; the checklist while it
     reads its inputs, see ``quality.gate``)."""
-    modules = list(modules)
+    wanted = list(dict.fromkeys(modules))
     _running[:] = [(t, names) for t, names in _running if t.is_alive()]
     for thread, names in _running:
-        if names & set(modules):  # its modules may be half-imported: the caller joins it
+        if names.intersection(wanted):  # may be half-imported: the caller joins it first
             return thread
-    todo = [m for m in dict.fromkeys(modules) if m not in sys.modules]
+    todo = [m for m in wanted if m not in sys.modules]
     if not todo:
         return None
 

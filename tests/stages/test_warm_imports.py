@@ -116,7 +116,7 @@ def test_without_a_spare_core_the_imports_run_beside_merge_and_validate(modules,
     # merge and validate wait on S3 or the disk: a core is free for the imports even where
     # the shards filled them all; they go on beside the stages that need them, and the one
     # that asks for them gets the importing thread to join, never a half-imported module
-    probe = modules("recforge_warm_after", "import time\ntime.sleep(1)\nVALUE = 6\n")
+    probe = modules("recforge_warm_after", "import time\ntime.sleep(2)\nVALUE = 6\n")
     plan = [Stage("split"), Stage("pack", per_shard=True), Stage("merge"), Stage("validate"),
             Stage("benchmark", imports=(probe,)), Stage("quality_gate", imports=(probe,))]
     seen = {}
