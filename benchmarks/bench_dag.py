@@ -190,7 +190,7 @@ def cli_build(spec: Path, env: dict, publish: str) -> dict:
     if out.returncode:
         raise SystemExit(f"recforge build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout[out.stdout.index("\n{") + 1:])
-    return {"wall": wall, "pack_tasks": len(result["split"]["shards"]),
+    return {"wall": wall, "shards": len(result["split"]["shards"]),
             "stages": sum(result["seconds"].values()), "seconds": result["seconds"]}
 
 
@@ -229,14 +229,14 @@ def main() -> int:
                           f" CLI {rows[kind]['cli'][-1]['wall']:.1f} s", flush=True)
     print(f"\n{n} photos, {CLASSES} classes, {SLOTS} task slots (LocalExecutor) / "
           f"--workers {SLOTS}, median of {repeat}")
-    print(f"{'shards':<7} {'pack tasks':>10} {'DAG s':>7} {'CLI s':>7} {'DAG/CLI':>8} "
+    print(f"{'shards':<7} {'tasks/shards':>12} {'DAG s':>7} {'CLI s':>7} {'DAG/CLI':>8} "
           f"{'start-up':>9} {'start-ups':>10} {'queue':>6} {'gaps':>6} {'task-s':>7}")
     for kind in SHARDS:
         def med(key: str, side: str, kind: str = kind) -> float:
             return statistics.median(r[key] for r in rows[kind][side])
 
         dag, cli = med("wall", "dag"), med("wall", "cli")
-        print(f"{kind:<7} {int(med('pack_tasks', 'dag')):>4} / {int(med('pack_tasks', 'cli')):<3}"
+        print(f"{kind:<7} {int(med('pack_tasks', 'dag')):>5} / {int(med('shards', 'cli')):<4}"
               f" {dag:>7.1f} {cli:>7.1f} {dag / cli:>7.2f}x {med('startup', 'dag'):>8.2f}s "
               f"{med('startup_sum', 'dag'):>9.1f}s {med('queue_wait', 'dag'):>5.2f}s "
               f"{med('gaps', 'dag'):>5.1f}s {med('busy', 'dag'):>6.1f}s")
@@ -251,6 +251,8 @@ def main() -> int:
         print(f"{stage:<13} " + " ".join(cells))
     print("stage: DAG, the first task's start to the last one's end; CLI, recforge build's own "
           "timing (the benchmark runs beside quality_gate there, inside its time)")
+    print("tasks/shards: the DAG's pack tasks / the shards planned (auto: a task packs "
+          "several)")
     print("start-up: median of a task's start to its first recforge log line; start-ups: "
           "their sum per run; queue: median queued → started; gaps: sum over the chain of a "
           "stage's first start minus the previous stage's last end; task-s: summed task "

@@ -157,7 +157,8 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             while i < len(plan) and plan[i].per_shard:
                 task_ids.append(plan[i].task_id)
                 i += 1
-            shards = result["split"]["shards"]
+            # in the pack tasks' order, largest first: the pool hands each worker the next
+            shards = [s for t in result["split"]["pack_tasks"] for s in t]
             jobs = [(spec, run.run_id, tuple(task_ids), s) for s in shards]
             n = workers or max(1, min(os.cpu_count() or 1, len(jobs)))
             shards_done = Progress("+".join(task_ids), len(jobs), log, unit="shards")

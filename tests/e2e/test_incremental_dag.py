@@ -1,5 +1,6 @@
 """A no-change night through the real DAG (``airflow dags test``): it ends green, publishes
-no version and emits no Asset event; ``force_rebuild`` from the trigger form publishes."""
+no version and emits no Asset event; ``force_rebuild`` from the trigger form publishes. The
+spec sizes its shards ``auto`` on one pack slot, so one pack task packs every shard."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 import yaml
 
 from recforge import storage
+from recforge.orchestration.dags import shards_label
 from tests.common.sources import make_source, make_spec
-from tests.e2e.test_dag import _asset_events, _env
+from tests.e2e.test_dag import _asset_events, _env, _map_indexes, _staging
 
 pytestmark = pytest.mark.e2e
 
@@ -28,14 +30,23 @@ def test_a_night_without_changes_publishes_nothing(bucket, tmp_path):
     make_source(bucket, classes=("dog", "eel"), per_class=8)
     specs = tmp_path / "specs"
     specs.mkdir()
-    spec = make_spec(bucket, schedule=None).model_dump(mode="json")
-    (specs / "pets.yaml").write_text(yaml.safe_dump(spec))
+    spec = make_spec(bucket, schedule=None, pack={"resize": 48, "shard_size": "auto"},
+                     splits={"val_ratio": 0.25, "test_ratio": 0.25, "seed": 1})
+    (specs / "pets.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json")))
     home = tmp_path / "airflow"
-    env = _env(home, specs)
+    env = {**_env(home, specs), "RECFORGE_PACK_POOL_SLOTS": "1"}
     ok, out = _run(env)
     assert ok, out[-4000:]
     latest = storage.read_json(f"s3://{bucket}/datasets/pets/latest.json")
     assert len(_asset_events(home, "recforge/pets")) == 1
+    # one pack task for the one slot, shown with the shards it packed one after the other
+    planned = storage.read_json(f"{_staging(bucket)}/split/shards.json")
+    splits = [s for s, n in planned["planned"].items() if n]
+    assert len(planned["shards"]) == len(splits) >= 2  # auto: one shard a split, this small
+    assert planned["pack_tasks"] == [sorted(
+        planned["shards"], key=lambda s: -planned["planned"][s.split("-")[0]])]
+    assert _map_indexes(home, "pack") == [shards_label(planned["pack_tasks"][0])]
+    assert set(storage.read_json(f"{latest['uri']}/summary.json")["splits"]) == set(splits)
 
     ok, out = _run(env)  # nothing changed
     assert ok, out[-4000:]

@@ -193,3 +193,39 @@ def test_plan_with_auto_shards_keeps_record_keys():
     keys = lambda plan: sorted((r["split"], r["record_key"])  # noqa: E731
                                for rows in plan.values() for r in rows)
     assert keys(auto) == keys(fixed)
+
+
+def test_a_fixed_shard_size_is_one_shard_a_pack_task_largest_first():
+    sizes = {"test-00000": 120, "train-00000": 480, "train-00001": 610, "val-00000": 480}
+    assert split.pack_tasks(sizes, slots=2, max_tasks=1024) == [
+        ["train-00001"], ["train-00000"], ["val-00000"], ["test-00000"]]
+
+
+def test_auto_packs_a_small_night_in_one_round_of_balanced_tasks():
+    # content-defined shards of one 5,000-image night: 71 to 2,078 images each
+    sizes = {"test-00000": 512, "train-00000": 1470, "train-00001": 347, "train-00002": 1133,
+             "train-00003": 71, "train-00004": 552, "train-00005": 440, "val-00000": 475}
+    tasks = split.pack_tasks(sizes, slots=2, max_tasks=1024, auto=True)
+    assert len(tasks) == 2  # one round on 2 slots, not 8 tasks in 4 rounds
+    assert sorted(s for t in tasks for s in t) == sorted(sizes)  # every shard, once
+    loads = [sum(sizes[s] for s in t) for t in tasks]
+    assert loads == sorted(loads, reverse=True)  # the longest task starts first
+    assert max(loads) - min(loads) <= min(sizes.values()) * 2  # balanced to within a shard
+    assert all(sizes[t[0]] == max(sizes[s] for s in t) for t in tasks)  # largest shard first
+    assert split.pack_tasks(dict(reversed(sizes.items())), 2, 1024, auto=True) == tasks
+
+
+@pytest.mark.parametrize("total, slots, max_tasks", [(1_280_000, 16, 1024), (10_000_000, 64, 1024),
+                                                     (10_000_000, 64, 200), (3_000, 16, 1024)])
+def test_auto_pack_tasks_hold_bounded_work_within_the_map_limit(total, slots, max_tasks):
+    n = 1_000
+    sizes = {f"train-{k:05d}": total // n for k in range(n)}
+    tasks = split.pack_tasks(sizes, slots, max_tasks, auto=True)
+    assert sorted(s for t in tasks for s in t) == sorted(sizes)
+    assert len(tasks) <= max_tasks
+    if len(tasks) < max_tasks:  # where the map limit allows, no task holds more than its cap
+        assert max(sum(sizes[s] for s in t) for t in tasks) <= \
+            split.AUTO_TASK_MAX_IMAGES + total // n
+    if total <= slots * split.AUTO_TASK_MAX_IMAGES:  # one round: every slot one task
+        assert len(tasks) == min(slots, n)
+    assert split.pack_tasks({}, slots, max_tasks, auto=True) == []

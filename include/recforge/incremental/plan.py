@@ -3,7 +3,7 @@
 A record key is a 63-bit hash of the seed and the source key, so it never shifts when other
 images come and go; a split's ``.idx`` is in key order (a seeded pseudo-random order, so an
 un-shuffled reader does not see one class at a time). Chunks (the cache's unit, about
-:data:`CHUNK_AVG` records) and shards (one pack task each, about ``pack.shard_size``) end
+:data:`CHUNK_AVG` records) and shards (a pack task's unit, about ``pack.shard_size``) end
 where a hash of the last record's key meets a condition, with min/max sizes, so a change
 moves only the boundaries next to it: the other chunks and shards keep their records.
 """

@@ -79,11 +79,18 @@ def trigger_params(spec: DatasetSpec) -> dict[str, Param]:
 
 
 def pack_timeout(shard_size: int | str) -> timedelta:
-    """~3 s an image, at least 10 min; ``auto`` shards grow with the data (10 M images on 16
-    slots: ~80k an image shard, ~35 min at the assumed rate), so they get 3 h."""
+    """~3 s an image, at least 10 min; ``auto`` tasks hold ~15 min of work at the assumed
+    rate (``stages.split.AUTO_TASK_MAX_IMAGES``; a single shard can hold more), so 3 h."""
     if shard_size == "auto":
         return timedelta(hours=3)
     return timedelta(seconds=max(600, 3 * shard_size))
+
+
+def shards_label(shard_ids: list[str]) -> str:
+    """How a pack task is shown in the UI: its shard ids, or the first and how many more."""
+    if len(shard_ids) <= 2:
+        return ", ".join(shard_ids)
+    return f"{shard_ids[0]} +{len(shard_ids) - 1} shards"
 
 
 def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
@@ -115,9 +122,9 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
             return run_stage(spec.name, context["params"], context["run_id"], task_id, *args,
                              ti=context["ti"], specs_dir=folder)
 
-        # mapped tasks show their shard id in the UI instead of 0..N-1
-        per_shard = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
-                     "map_index_template": "{{ shard_id }}",
+        # mapped tasks show their shards in the UI instead of 0..N-1
+        per_task = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
+                    "map_index_template": "{{ shards }}",
                      "execution_timeout": pack_timeout(spec.pack.shard_size)}
 
         @task(execution_timeout=timedelta(minutes=30))
@@ -136,22 +143,24 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
             return stage(context, "remap_labels")
 
         @task(execution_timeout=timedelta(minutes=30))
-        def split(_: dict, **context) -> list[str]:
-            """Returns the shard ids to pack (the per-split counts are in the log); none when
-            nothing changed since the latest version, which skips everything after it."""
-            return stage(context, "split")["shards"]
+        def split(_: dict, **context) -> list[list[str]]:
+            """Returns each pack task's shard ids (the per-split counts are in the log); none
+            when nothing changed since the latest version, which skips everything after it."""
+            return stage(context, "split")["pack_tasks"]
 
-        @task(**per_shard)
-        def convert_masks(shard_id: str, **context) -> str:
+        @task(**per_task)
+        def convert_masks(shard_ids: list[str], **context) -> list[str]:
             """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
-            get_current_context()["shard_id"] = shard_id  # for map_index_template
-            stage(context, "convert_masks", shard_id)
-            return shard_id
+            get_current_context()["shards"] = shards_label(shard_ids)  # map_index_template
+            for shard_id in shard_ids:
+                stage(context, "convert_masks", shard_id)
+            return shard_ids
 
-        @task(**per_shard)
-        def pack(shard_id: str, **context) -> dict:
-            get_current_context()["shard_id"] = shard_id  # for map_index_template
-            return stage(context, "pack", shard_id)
+        @task(**per_task)
+        def pack(shard_ids: list[str], **context) -> list[dict]:
+            """Packs its shards one after the other (memory is one shard's)."""
+            get_current_context()["shards"] = shards_label(shard_ids)  # map_index_template
+            return [stage(context, "pack", shard_id) for shard_id in shard_ids]
 
         @task(execution_timeout=timeouts.execution_timeout("merge"))
         def merge(_: list, **context) -> dict:
@@ -191,10 +200,10 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
                 if k in published}
             return published
 
-        shard_ids = split(remap_labels(flatten(ingest())))
+        tasks = split(remap_labels(flatten(ingest())))
         if spec.task == "segmentation":
-            shard_ids = convert_masks.expand(shard_id=shard_ids)
-        packed = pack.expand(shard_id=shard_ids)
+            tasks = convert_masks.expand(shard_ids=tasks)
+        packed = pack.expand(shard_ids=tasks)
         publish(quality_gate(benchmark(validate(merge(packed)))))
 
     return dataset_dag()

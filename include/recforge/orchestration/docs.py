@@ -14,11 +14,11 @@ def pipeline_doc(specs_dir: str = "the specs folder") -> str:
 
 One DAG per dataset spec in `{specs_dir}` (dag_id `recforge__<name>`):
 
-ingest → flatten → remap labels → split & plan shards → pack (one mapped task per shard)
-→ merge → validate → loader benchmark (queue `gpu`) → quality gate (Great Expectations,
-Data Docs) → publish (versioned, `latest.json` last) → Asset event. Segmentation specs add
-an RGB→ID mask conversion stage mapped over the shards before pack. Any failure alerts
-(email / webhook) as the spec's `alerts` section says.
+ingest → flatten → remap labels → split & plan shards → pack (mapped: a shard a task,
+balanced groups of shards with `auto`) → merge → validate → loader benchmark (queue
+`gpu`) → quality gate (Great Expectations, Data Docs) → publish (versioned, `latest.json`
+last) → Asset event. Segmentation specs add an RGB→ID mask conversion stage mapped like
+pack, before it. Any failure alerts (email / webhook) as the spec's `alerts` section says.
 
 Every task body is one call into the `recforge` package; tasks exchange only URIs and
 counts through XCom, data moves through the S3 staging prefix of the run. Trigger with
@@ -57,7 +57,7 @@ def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
                    f"seed {spec.splits.seed} (by a hash of the source key)"),
         ("Packing", f"short side {spec.pack.resize or 'kept'} px, {spec.pack.encoding} quality "
                     f"{spec.pack.quality}, " + (
-                        "shards sized from the data and the pack slots (auto)"
+                        "shards sized from the data and the pack slots, several a pack task (auto)"
                         if spec.pack.shard_size == "auto" else
                         f"{spec.pack.shard_size} images per pack task")),
         ("Checklist", f"class balance ≥ {q.class_balance_min_ratio}, near-duplicates within "

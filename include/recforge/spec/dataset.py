@@ -181,8 +181,9 @@ class PackSpec(StrictModel):
         "auto", description="auto: reduced JPEG decode + cubic, area for large full-decode "
         "shrinks, linear below 2x (see docs/im2rec.md)")
     shard_size: int | Literal["auto"] = Field(
-        500, description="images per pack task (1 to 1,000,000), or auto: sized from the "
-        "data and the pack slots so each task holds at least ~30 s of work (docs/spec.md)")
+        500, description="images per shard, one shard a pack task (1 to 1,000,000), or auto: "
+        "sized from the data and the pack slots, balanced groups of shards a task, one round "
+        "of tasks per slot for most nights (docs/spec.md)")
     max_pixels: int = Field(
         178_956_970, ge=1, le=MAX_PIXELS_CEILING,
         description="decompression-bomb guard: larger images are quarantined (at most 4e9)"

@@ -1,4 +1,4 @@
-"""The ``convert_masks`` task (segmentation only), mapped over shards: the shard's masks —
+"""The ``convert_masks`` task (segmentation only), mapped like pack: a shard's masks —
 RGB colour, palette or id PNGs — become single-channel class-id PNGs in staging
 (``run.masks(shard)``), with the rows that point at them, the quarantine of refused pairs
 and a conversion report (pixels per class, unknown colours).

@@ -1,6 +1,6 @@
-"""The ``pack`` task, mapped over shards: one shard of planned items → a shard
-``part.rec``/``.idx``/``.lst`` (segmentation: + the aligned ``part_mask.rec``/``.idx``),
-its record manifest and its quarantine list.
+"""The ``pack`` task, mapped over the shards (a task packs one, or with ``auto`` a few in
+turn): one shard of planned items → a shard ``part.rec``/``.idx``/``.lst`` (segmentation: +
+the aligned ``part_mask.rec``/``.idx``), its record manifest and its quarantine list.
 
 Objects stream through ``storage.prefetch`` (parallel GETs, a bounded window ahead, in
 order) while this process decodes/encodes with the packing engine (``recforge.imaging``,

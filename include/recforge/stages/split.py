@@ -76,7 +76,9 @@ def shard_size_within(counts: dict[str, int], shard_size: int, max_shards: int |
 PACK_IMAGES_PER_SECOND = 40  # one pack task's assumed rate: S3 read + decode + resize + encode
 MIN_TASK_SECONDS = 30  # at least this much work per task: start-up stays ~10 % of it
 AUTO_MIN_SHARD = PACK_IMAGES_PER_SECOND * MIN_TASK_SECONDS  # 1,200 images
-AUTO_WAVES = 8  # at most ~this many rounds of tasks per slot: the night's start-ups are bounded
+AUTO_WAVES = 8  # at most ~this many rounds of shards per slot: the night's start-ups are bounded
+# auto: a pack task holds several shards, at most ~15 min of work at the assumed rate
+AUTO_TASK_MAX_IMAGES = PACK_IMAGES_PER_SECOND * 15 * 60  # 36,000 images
 
 
 def _shards(counts: dict[str, int], size: int) -> int:
@@ -105,6 +107,33 @@ def auto_shard_size(counts: dict[str, int], slots: int | None) -> int:
 def resolve_shard_size(shard_size: int | str, counts: dict[str, int], slots: int | None) -> int:
     """The spec's ``pack.shard_size``, with ``auto`` sized by :func:`auto_shard_size`."""
     return auto_shard_size(counts, slots) if shard_size == "auto" else int(shard_size)
+
+
+def pack_tasks(sizes: dict[str, int], slots: int | None, max_tasks: int | None = None,
+               auto: bool = False) -> list[list[str]]:
+    """The shards each pack task packs, one after the other, given ``sizes`` (records per
+    shard): the task with the most records first, and in each task its largest shard first,
+    so the longest work starts first and a slot is not left with it at the end.
+
+    A fixed ``pack.shard_size`` is one shard a task: the spec's "images per pack task".
+    ``auto`` groups the shards into as few rounds of ``slots`` tasks as keep each task within
+    ``AUTO_TASK_MAX_IMAGES`` (one round for most nights), balanced by records (each shard to
+    the task with the fewest so far, largest shard first), at most ``max_tasks``: on
+    Airflow each further round of tasks costs a scheduling gap, while the shards stay the
+    cache's and merge's unit whatever the task count."""
+    order = sorted(sizes, key=lambda s: (-sizes[s], s))
+    if not auto:
+        return [[s] for s in order]
+    slots = max(1, slots or 1)
+    rounds = max(1, -(-sum(sizes.values()) // (slots * AUTO_TASK_MAX_IMAGES)))
+    n = min(len(order), slots * rounds, max_tasks or len(order))
+    tasks: list[list[str]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for sid in order:
+        k = min(range(n), key=lambda i: (loads[i], i))
+        tasks[k].append(sid)
+        loads[k] += sizes[sid]
+    return sorted(tasks, key=lambda t: (-sum(sizes[s] for s in t), t[0]))
 
 
 def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_ratio: float,
@@ -148,8 +177,9 @@ def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_rati
 
 
 def split(run: Run) -> dict:
-    """Plans every shard in staging; returns the shard ids (mapped over by the DAG) and the
-    planned records per split."""
+    """Plans every shard in staging; returns the shard ids, the shards of each pack task
+    (``pack_tasks``, mapped over by the DAG, largest first) and the planned records per
+    split."""
     spec = run.spec
     items = storage.iter_jsonl(run.items)  # streamed: at 10 M items, no list of them
     ids = storage.read_json(run.classes)["ids"]
@@ -168,10 +198,13 @@ def split(run: Run) -> dict:
                            cache.mark_known(shards, content["options_hash"], previous))
     for sid, rows in shards.items():
         storage.write_jsonl(run.shard_plan(sid), rows)
-    storage.write_json(run.shard_list, {"shards": sorted(shards), "planned": counts})
-    log.info("split: %s in %d shards", counts, len(shards))
-    return {"shards": sorted(shards), "planned": counts, "no_change": content["no_change"],
-            "content_id": content["content_id"]}
+    tasks = pack_tasks({sid: len(rows) for sid, rows in shards.items()}, run.slots,
+                       run.max_shards, spec.pack.shard_size == "auto")
+    storage.write_json(run.shard_list, {"shards": sorted(shards), "planned": counts,
+                                        "pack_tasks": tasks})
+    log.info("split: %s in %d shards, %d pack tasks", counts, len(shards), len(tasks))
+    return {"shards": sorted(shards), "pack_tasks": tasks, "planned": counts,
+            "no_change": content["no_change"], "content_id": content["content_id"]}
 
 
 def decide_content(run: Run, shards: dict[str, list[dict]]) -> dict:
