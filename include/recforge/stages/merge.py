@@ -31,13 +31,15 @@ shard) and the ETag the store gave it, every other file with its whole-file SHA-
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 import logging
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 # the source objects one record stands for: its image, its mask, its VOC annotation
 ACCOUNTED_KEYS = ("source_key", "mask_key", "annotation_key")
 READ_THREADS = 8  # shards' small files read at once: ~6 GETs a shard, ~1,000 shards at scale
+COMPOSING = 4  # .rec composes at once (each COMPOSE_THREADS copies); more wait their turn
 
 
 class Reconciler:
@@ -166,24 +169,28 @@ def _lines(data: bytes) -> list[bytes]:
 
 def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
                 records: storage.HashingWriter, accounting: Reconciler,
-                threads: int | None = None) -> tuple[int, dict]:
+                threads: int | None = None, composing: ThreadPoolExecutor | None = None
+                ) -> tuple[int, dict, list[Future]]:
     """Write ``out/<split>.*`` (+ ``<split>_mask.*`` when every shard has masks) from the
     shards, in order, and append their records (offsets shifted) to ``records``; returns
-    the record count and the checksums of the files written. Each shard's small files are
-    read ``threads`` at a time (:func:`each_object`)."""
+    the record count, the checksums of the files written and the ``.rec`` composes still
+    running in ``composing`` (each a future of its checksums entry; with no executor they
+    are done). The offsets come from the shard sizes pack recorded, so the small files —
+    each shard's read ``threads`` at a time (:func:`each_object`) — stream while the store
+    composes the ``.rec``."""
     part = names.SHARD_PART
     masks = bool(shards) and all(s.masks for s in shards)
     checksums: dict[str, dict] = {}
     bases: dict[bool, list[int]] = {}
+    composes: list[Future] = []
     for mask in (False, True) if masks else (False,):
         pieces = [s.files[names.rec(part, mask)] for s in shards]
-        bases[mask] = storage.compose([s.file(names.rec(part, mask)) for s in shards],
-                                      storage.join(out, names.rec(split, mask)),
-                                      [p["size"] for p in pieces])
-        composed = storage.head(storage.join(out, names.rec(split, mask)))
-        checksums[names.rec(split, mask)] = {
-            "size": sum(p["size"] for p in pieces), "etag": composed.etag if composed else None,
-            "parts": [{"size": p["size"], "sha256": p["sha256"]} for p in pieces]}
+        sizes = [p["size"] for p in pieces]
+        bases[mask] = [0, *itertools.accumulate(sizes)][:len(sizes)]
+        rec = storage.join(out, names.rec(split, mask))
+        job = functools.partial(_compose_rec, [s.file(names.rec(part, mask)) for s in shards],
+                                rec, pieces)
+        composes.append(composing.submit(job) if composing is not None else _done(job()))
         with storage.HashingWriter(tmp / names.idx(split, mask)) as idx:
             idx_files = each_object((s.file(names.idx(part, mask)) for s in shards), threads)
             for data, base in zip(idx_files, bases[mask], strict=True):
@@ -211,7 +218,23 @@ def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
                           .encode("utf-8"))
             accounting.record(row)
             count += 1
-    return count, checksums
+    return count, checksums, composes
+
+
+def _compose_rec(parts: list[str], dest: str, pieces: list[dict]) -> dict[str, dict]:
+    """Compose one ``.rec`` and return its ``checksums.json`` entry: its parts in order and
+    the ETag the store gave it."""
+    storage.compose(parts, dest, [p["size"] for p in pieces])
+    composed = storage.head(dest)
+    return {dest.rsplit("/", 1)[-1]: {
+        "size": sum(p["size"] for p in pieces), "etag": composed.etag if composed else None,
+        "parts": [{"size": p["size"], "sha256": p["sha256"]} for p in pieces]}}
+
+
+def _done(value) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
 
 
 def _upload_and_drop(path: Path, out: str) -> None:
@@ -269,8 +292,11 @@ def merge(run: Run) -> dict:
     per_split: dict[str, int] = {}
     checksums: dict[str, dict] = {}
     progress = Progress("merge", len(shard_ids), log, unit="shards")
-    with tempfile.TemporaryDirectory(prefix="recforge-merge-") as tmp:
+    # every split's .rec composes on the store while this thread streams the small files
+    with tempfile.TemporaryDirectory(prefix="recforge-merge-") as tmp, \
+            ThreadPoolExecutor(COMPOSING, thread_name_prefix="recforge-compose") as composing:
         tmp = Path(tmp)
+        composes: list[Future] = []
         with storage.HashingWriter(tmp / names.RECORDS) as records:
             for split in SPLITS:
                 mine = [s for s in shard_ids if s.startswith(split + "-")]
@@ -279,14 +305,17 @@ def merge(run: Run) -> dict:
                 shards = read_shards([run.shard_output(sid, "") for sid in mine])
                 for data in each_object(s.file(names.QUARANTINE) for s in shards):
                     entries += quarantine.loads(data)
-                per_split[split], written = merge_split(shards, run.out, split, tmp, records,
-                                                        accounting)
+                per_split[split], written, running = merge_split(
+                    shards, run.out, split, tmp, records, accounting, composing=composing)
                 checksums.update(written)
+                composes += running
                 progress.update(len(mine))
                 log.info("merge: %s has %d records from %d shards", split, per_split[split],
                          len(mine))
         checksums[names.RECORDS] = records.digest()
         _upload_and_drop(tmp / names.RECORDS, run.out)
+        for done in composes:  # a failed compose raises here, before checksums.json
+            checksums.update(done.result())
     for e in entries:
         if not e.is_part:  # a refused object of an annotation: its image is accounted
             accounting.account(e.source_key, refused=True)

@@ -82,6 +82,9 @@ def file_digest(path: str | os.PathLike) -> dict:
     return {"size": size, "sha256": h.hexdigest()}
 
 
+WRITE_BUFFER = 1 << 20
+
+
 class HashingWriter:
     """A local binary file that keeps its size and SHA-256 as it is written (a context
     manager); ``digest()`` is ``file_digest``'s answer without reading the file again."""
@@ -89,7 +92,9 @@ class HashingWriter:
     def __init__(self, path: str | os.PathLike):
         import hashlib
 
-        self._f = open(path, "wb")  # noqa: SIM115 (closed by close/__exit__)
+        # a large buffer: each flush releases the GIL, and a thread beside this one (an
+        # import, a compose) can then hold it for a switch interval per flush
+        self._f = open(path, "wb", buffering=WRITE_BUFFER)  # noqa: SIM115 (closed by close)
         self._h = hashlib.sha256()
         self.size = 0
 
