@@ -261,3 +261,34 @@ def test_shards_read_ahead_merge_as_one_at_a_time_and_a_failed_read_fails(bucket
         assert "NoSuchKey" in str(failed.value)
         assert any("train-00003" in note for note in failed.value.__notes__)
         assert not storage.exists(run.checksums("merge"))
+
+
+def test_the_rec_composes_while_the_small_files_stream(bucket, tmp_path, monkeypatch):
+    # the compose waits until merge has read a shard's records; merged in turn, it would wait
+    # for a read that only starts once it returned, and the merge would fail
+    import threading
+
+    run, dirs = _staged_run(bucket, tmp_path, [22, 21])
+    records_read = threading.Event()
+    compose, each_object = storage.compose, merge.each_object
+
+    def slow_compose(*args, **kwargs):
+        if not records_read.wait(timeout=20):
+            raise AssertionError("merge waited for the compose before streaming the records")
+        return compose(*args, **kwargs)
+
+    def reading(uris, *args, **kwargs):
+        uris = list(uris)
+        for uri, data in zip(uris, each_object(uris, *args, **kwargs), strict=True):
+            if uri.endswith(names.RECORDS):
+                records_read.set()
+            yield data
+
+    monkeypatch.setattr(storage, "compose", slow_compose)
+    monkeypatch.setattr(merge, "each_object", reading)
+    result = merge.merge(run)
+    assert result["packed"] == 43
+    expected = _concat_locally(dirs, tmp_path)
+    assert storage.get_bytes(run.output("train.rec")) == (expected / "train.rec").read_bytes()
+    sums = storage.read_json(run.checksums("merge"))["files"]
+    assert sums["train.rec"]["size"] == (expected / "train.rec").stat().st_size  # after it
