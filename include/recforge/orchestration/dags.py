@@ -125,7 +125,7 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
         # mapped tasks show their shards in the UI instead of 0..N-1
         per_task = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
                     "map_index_template": "{{ shards }}",
-                     "execution_timeout": pack_timeout(spec.pack.shard_size)}
+                    "execution_timeout": pack_timeout(spec.pack.shard_size)}
 
         @task(execution_timeout=timedelta(minutes=30))
         def ingest(**context) -> dict:
