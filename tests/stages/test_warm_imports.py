@@ -35,6 +35,11 @@ def modules(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
+
+def _planned(*shards: str) -> dict:
+    """What split returns for these shards: one shard a pack task."""
+    return {"shards": list(shards), "pack_tasks": [[s] for s in shards]}
+
 def test_a_failing_import_is_left_to_the_stage(modules):
     broken = modules("recforge_warm_broken", "raise ImportError('boom: libfoo.so missing')\n")
     fine = modules("recforge_warm_fine", "VALUE = 1\n")
@@ -63,7 +68,7 @@ def test_build_warms_only_while_the_shard_workers_run(modules, monkeypatch):
     plan = [Stage("split"), Stage("pack", per_shard=True),
             Stage("benchmark", imports=(probe,)), Stage("quality_gate", imports=(probe,))]
     seen = []
-    fakes = {"split": lambda run: {"shards": ["s0", "s1", "s2"]},
+    fakes = {"split": lambda run: _planned("s0", "s1", "s2"),
              "pack": lambda run, shard: {"pid": os.getpid()},
              "benchmark": lambda run, quiet=None: seen.append((_warming(),
                                                                 probe in sys.modules)),
@@ -89,7 +94,7 @@ def test_build_warms_only_while_the_shard_workers_run(modules, monkeypatch):
 def test_no_warm_up_when_the_shards_run_in_this_thread(modules, monkeypatch):
     probe = modules("recforge_warm_unused", "VALUE = 4\n")
     plan = [Stage("split"), Stage("pack", per_shard=True), Stage("benchmark", imports=(probe,))]
-    fakes = {"split": lambda run: {"shards": ["s0"]}, "pack": lambda run, shard: {},
+    fakes = {"split": lambda run: _planned("s0"), "pack": lambda run, shard: {},
              "benchmark": lambda run: {}}
     monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
     monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])
@@ -101,7 +106,7 @@ def test_no_warm_up_when_every_core_packs(modules, monkeypatch):
     # the imports would take a core from the shards and only move the time, not save it
     probe = modules("recforge_warm_busy", "VALUE = 5\n")
     plan = [Stage("split"), Stage("pack", per_shard=True), Stage("benchmark", imports=(probe,))]
-    fakes = {"split": lambda run: {"shards": ["s0", "s1"]}, "pack": lambda run, shard: {},
+    fakes = {"split": lambda run: _planned("s0", "s1"), "pack": lambda run, shard: {},
              "benchmark": lambda run: {}}
     monkeypatch.setattr(stages, "stages_for", lambda kind: plan)
     monkeypatch.setattr(stages, "entry", lambda task_id: fakes[task_id])
@@ -128,7 +133,7 @@ def test_without_a_spare_core_the_imports_run_beside_merge_and_validate(modules,
         seen["value"] = sys.modules[probe].VALUE
         return {}
 
-    fakes = {"split": lambda run: {"shards": ["s0", "s1"]},
+    fakes = {"split": lambda run: _planned("s0", "s1"),
              "pack": lambda run, shard: {},
              "merge": lambda run: seen.setdefault("merge", len(_warming())),
              "validate": lambda run: {},
