@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import logging
 import tempfile
@@ -186,7 +185,7 @@ def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
     for mask in (False, True) if masks else (False,):
         pieces = [s.files[names.rec(part, mask)] for s in shards]
         sizes = [p["size"] for p in pieces]
-        bases[mask] = [0, *itertools.accumulate(sizes)][:len(sizes)]
+        bases[mask] = storage.part_offsets(sizes)
         rec = storage.join(out, names.rec(split, mask))
         job = functools.partial(_compose_rec, [s.file(names.rec(part, mask)) for s in shards],
                                 rec, pieces)

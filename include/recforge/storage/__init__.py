@@ -47,6 +47,7 @@ from recforge.storage.copies import (
     compose,
     copy,
     copy_exact,
+    part_offsets,
     plan_compose,
 )
 from recforge.storage.documents import (
@@ -151,6 +152,7 @@ __all__ = [
     "list_objects",
     "local_path",
     "parse_timestamp",
+    "part_offsets",
     "plan_compose",
     "plan_reads",
     "prefetch",

@@ -93,7 +93,7 @@ def copy_exact(src_uri: str, dst_uri: str, composed_of: list[int] | None = None
             if sum(sizes) != src["ContentLength"]:
                 raise OSError(f"{src_uri}: its {n_parts} parts add up to {sum(sizes)} bytes, "
                               f"the object has {src['ContentLength']}; copy it again")
-            starts = [0, *itertools.accumulate(sizes)][:-1]
+            starts = part_offsets(sizes)
             parts = list(pool.map(copy_part, zip(range(1, n_parts + 1), starts, sizes,
                                                   strict=True)))
         up.complete(parts)
@@ -116,6 +116,11 @@ def written_layout(size: int, n_parts: int, composed_of: list[int] | None = None
 
 
 COMPOSE_THREADS = 8
+
+
+def part_offsets(sizes: list[int]) -> list[int]:
+    """Each part's byte offset in the concatenation of parts of these sizes, in order."""
+    return [0, *itertools.accumulate(sizes)][:len(sizes)]
 
 
 def plan_compose(sizes: list[int]) -> list[tuple[str, int, int, int]]:
@@ -164,7 +169,7 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
     from recforge.progress import Progress
 
     sizes = list(sizes) if sizes is not None else [size_of(p) for p in parts]
-    bases = [0, *itertools.accumulate(sizes)][:len(sizes)]
+    bases = part_offsets(sizes)
     log = logging.getLogger(__name__)
 
     def concatenated(chosen: list[str], out) -> None:
