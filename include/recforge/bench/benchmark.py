@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,7 +36,8 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
     ``prefix`` is a local folder or an ``s3://`` prefix (a bounded window is fetched).
     ``previous``: the latest version's ``bench.json``; when the MXNet loader would be handed
     the same bytes with the same options on the same host, its measurements are returned
-    (``reused_from`` names them) instead of measuring again (``recforge.bench.measure``).
+    (``reused_from`` names them) instead of measuring again (``recforge.bench.measure``);
+    for a window known unchanged (``identity``), a child that never imports MXNet decides.
     Raises ``LoaderBenchError`` with the values and the fix when a loader cannot run,
     ``MXNetEnvironmentMissing`` when MXNet's environment is not there, and
     ``MXNetProcessFailed`` when it dies. ``quiet``: the caller sets it once it stops
@@ -69,26 +69,30 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
                 quiet.wait()
             return measure_dali(prefix, root, opts, fetched, sizes, started)
 
-        window: dict = {}  # what the MXNet side was last handed: DALI's "both" reads it
-
-        def measure(get_window: Callable[[], dict]) -> dict:
-            def kwargs() -> dict:  # made (the window fetched) while the MXNet side starts
-                fetched = get_window()
-                window.update(root=fetched.pop("root"), fetched=fetched,
-                              sizes=_size_check_of(fetched, opts))
-                return {"prefix": prefix, "root": str(window["root"]),
-                        "options": opts.model_dump(mode="json"), "fetched": fetched,
-                        "sizes": window["sizes"], "previous": previous,
-                        "started": started.isoformat()}
-
-            return environment.call("recforge.bench.measure:measure", kwargs, python=python,
-                                    quiet=quiet)
-
-        results = measure(lambda: (unchanged_window(prefix, opts, previous, identity)
-                                   if loader == "mxnet" else None) or fetch())
-        if "window_needed" in results:  # the same window, but not reusable: measure it
+        known = unchanged_window(prefix, opts, previous, identity) if loader == "mxnet" else None
+        if known is not None:  # decided in a child that never imports MXNet
+            results = environment.call("recforge.bench.measure:reuse", {
+                "prefix": prefix, "options": opts.model_dump(mode="json"),
+                "fetched": {k: v for k, v in known.items() if k != "root"},
+                "sizes": _size_check_of(known, opts), "previous": previous,
+                "started": started.isoformat()}, python=python, import_mxnet=False)
+            if "window_needed" not in results:
+                return results
             log.info("bench: fetching the window after all (%s)", results["window_needed"])
-            results = measure(fetch)
+
+        window: dict = {}  # what the MXNet side was handed: DALI's "both" reads it
+
+        def kwargs() -> dict:  # made (the window fetched) while the MXNet side starts
+            fetched = fetch()
+            window.update(root=fetched.pop("root"), fetched=fetched,
+                          sizes=_size_check_of(fetched, opts))
+            return {"prefix": prefix, "root": str(window["root"]),
+                    "options": opts.model_dump(mode="json"), "fetched": fetched,
+                    "sizes": window["sizes"], "previous": previous,
+                    "started": started.isoformat()}
+
+        results = environment.call("recforge.bench.measure:measure", kwargs, python=python,
+                                   quiet=quiet)
         if loader == "both":
             from recforge.bench.dali import measure_dali
 
@@ -103,9 +107,9 @@ def unchanged_window(prefix: str, opts: BenchOptions, previous: dict | None,
     had this ``identity`` and the same window size: the window is then byte-identical to
     the one it measured (its ``sample``, SHA-256 included, still holds), so whether that
     measurement can be reused is decided without downloading and hashing it — at
-    ImageNet size, a gigabyte each night. The MXNet side answers ``window_needed`` when it
-    cannot reuse it for another reason (another host, other options), and the window is
-    fetched then. None: fetch it."""
+    ImageNet size, a gigabyte each night. ``recforge.bench.measure.reuse`` answers
+    ``window_needed`` when it cannot reuse it for another reason (another host, other
+    options), and the window is fetched then. None: fetch it."""
     sample = ((previous or {}).get("dataset") or {}).get("sample") or {}
     if (identity is None or sample.get("split_identity") != identity
             or sample.get("max_bytes") != opts.max_bytes or not sample.get("sha256")):

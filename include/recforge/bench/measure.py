@@ -72,13 +72,25 @@ def measure(prefix: str, root: str, options: dict, fetched: dict, sizes: dict | 
         why_not = reusable(previous, opts, fetched["sample"], sizes)
         if why_not is None:
             return _reused(previous, prefix, fetched, started_at)
-        if fetched["sample"].get("fetched") is False:  # benchmark.unchanged_window
-            return {"window_needed": why_not}
         log.info("bench: measuring again (%s)", why_not)
     if opts.loader == "segmentation":
         wait_for_quiet(quiet_file)
         return measure_segmentation(prefix, Path(root), opts, fetched, started_at)
     return _run(prefix, Path(root), opts, fetched, sizes, started_at, quiet_file)
+
+
+def reuse(prefix: str, options: dict, fetched: dict, sizes: dict | None, previous: dict,
+          started: str) -> dict:
+    """The previous measurements for a window known unchanged without fetching it
+    (``recforge.bench.benchmark.unchanged_window``), or ``{"window_needed": why}`` when they
+    cannot stand for it (another host, other options): then the caller fetches the window
+    and calls :func:`measure`. Never imports MXNet (``host_info`` reads its library), so
+    this process starts and answers in well under a second."""
+    opts = BenchOptions.model_validate(options)
+    why_not = reusable(previous, opts, fetched["sample"], sizes)
+    if why_not is not None:
+        return {"window_needed": why_not}
+    return _reused(previous, prefix, fetched, datetime.fromisoformat(started))
 
 
 def reusable(previous: dict, opts: BenchOptions, sample: dict, sizes: dict | None

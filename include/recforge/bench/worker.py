@@ -2,7 +2,8 @@
 
 ``python -m recforge.bench.worker REQUEST RESPONSE``: reads ``{"target": "module:function",
 "kwargs": {...}, "recforge_version": ...}`` from REQUEST (or ``"kwargs_file"``: a file the
-caller writes once it has made them, waited for after MXNet's import), calls the function
+caller writes once it has made them, waited for after MXNet's import; ``"import_mxnet":
+false`` skips that import for a target that never needs it), calls the function
 and writes ``{"result": ...}`` or ``{"error": {"kind", "message"}}`` to RESPONSE. A failure
 it cannot describe (a crash) leaves no RESPONSE and a non-zero exit; the parent reports
 stderr's tail.
@@ -11,6 +12,7 @@ stderr's tail.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -31,7 +33,10 @@ def serve(request: dict) -> dict:
             f"the MXNet environment ({sys.executable}) has recforge {__version__}, the caller "
             f"{request.get('recforge_version')}; install the same recforge into both"))
     try:
-        import mxnet  # noqa: F401  (fail here, with the interpreter named, not mid-benchmark)
+        if request.get("import_mxnet", True):
+            import mxnet  # noqa: F401  (fail here, with the interpreter named, not mid-run)
+        elif importlib.util.find_spec("mxnet") is None:
+            raise ImportError("No module named 'mxnet'")
     except ImportError as exc:
         return _error("environment", f"{sys.executable} cannot import mxnet ({exc})")
     module, _, name = request["target"].partition(":")
