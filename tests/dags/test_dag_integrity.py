@@ -36,6 +36,7 @@ for dag_id, dag in bag.dags.items():
         "tasks": {t.task_id: {"retries": t.retries, "timeout": bool(t.execution_timeout),
                               "pool": t.pool, "per_run": t.max_active_tis_per_dagrun,
                               "downstream": sorted(t.downstream_task_ids),
+                              "upstream": sorted(t.upstream_task_ids),
                               "on_success": bool(t.on_success_callback),
                               "on_failure": bool(t.on_failure_callback),
                               "outlets": [getattr(o, "uri", "") for o in t.outlets]}
@@ -107,11 +108,14 @@ def test_dag_settings(dagbag):
 
 def test_pipeline_order_and_asset(dagbag):
     dag = dagbag["dags"]["recforge__demo_classification"]["tasks"]
-    chain = ["ingest", "flatten", "remap_labels", "split", "pack", "merge", "validate", "benchmark",
-             "quality_gate",
-             "publish"]
+    chain = ["ingest", "flatten", "remap_labels", "split", "pack", "merge", "benchmark",
+             "quality_gate", "publish"]
     for a, b in zip(chain, chain[1:], strict=False):
         assert b in dag[a]["downstream"], (a, b)
+    # validate runs beside the benchmark: after merge, and the checklist waits for both
+    assert sorted(dag["merge"]["downstream"]) == ["benchmark", "validate"]
+    assert dag["validate"]["downstream"] == ["quality_gate"]
+    assert sorted(dag["quality_gate"]["upstream"]) == ["benchmark", "validate"]
     assert dag["publish"]["outlets"] == ["s3://recforge-demo/datasets/demo_classification"]
 
 
@@ -143,15 +147,15 @@ def test_parse_time_loads_only_the_spec_and_the_airflow_edge(both_kinds):
 
 
 def test_tasks_are_the_stage_table_in_order(both_kinds):
-    from recforge.stages import stages_for
+    from recforge.stages import stages_for, upstream
 
     kinds = set()
     for dag_id, dag in both_kinds["dags"].items():
         kinds.add(dag["kind"])
         chain = [s.task_id for s in stages_for(dag["kind"])]
         assert sorted(dag["tasks"]) == sorted(chain), dag_id
-        for a, b in zip(chain, chain[1:], strict=False):
-            assert dag["tasks"][a]["downstream"] == [b], (dag_id, a, b)
+        for task_id, waits in upstream(dag["kind"]).items():
+            assert dag["tasks"][task_id]["upstream"] == sorted(waits), (dag_id, task_id)
     assert kinds == {"classification", "segmentation", "detection"}
 
 

@@ -23,13 +23,16 @@ TASK_KINDS: tuple[str, ...] = get_args(DatasetSpec.model_fields["task"].annotati
 @dataclass(frozen=True)
 class Stage:
     """One pipeline stage: its task id, whether it runs once per shard, the spec task kinds
-    it exists for, and the slow imports its first call pays (seconds each in a fresh
-    process; ``recforge.pipeline`` loads them early, in the background)."""
+    it exists for, the slow imports its first call pays (seconds each in a fresh process;
+    ``recforge.pipeline`` loads them early, in the background), and the stage before it in
+    the list that it runs ``beside`` in the DAG (both follow the same upstream stage, and the
+    next stage waits for both)."""
 
     task_id: str
     per_shard: bool = False
     kinds: tuple[str, ...] = TASK_KINDS
     imports: tuple[str, ...] = ()
+    beside: str | None = None
 
     def runs_for(self, kind: str) -> bool:
         return kind in self.kinds
@@ -44,7 +47,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("pack", per_shard=True),
     Stage("merge"),
     Stage("validate"),
-    Stage("benchmark", imports=("mxnet",)),
+    Stage("benchmark", imports=("mxnet",), beside="validate"),
     Stage("quality_gate", imports=("pandas", "great_expectations")),
     Stage("publish"),
 )
@@ -72,3 +75,19 @@ def entry(task_id: str) -> Callable:
 def stages_for(kind: str) -> list[Stage]:
     """The stages a spec of this task kind runs, in order."""
     return [s for s in STAGES if s.runs_for(kind)]
+
+
+def upstream(kind: str) -> dict[str, set[str]]:
+    """task id → the task ids it waits for, in the DAG of a spec of this task kind: each
+    stage waits for the one before it, a stage ``beside`` another waits for that one's
+    upstream instead, and the stage after such a pair waits for both."""
+    waits: dict[str, set[str]] = {}
+    before: set[str] = set()
+    for s in stages_for(kind):
+        if s.beside is not None:
+            waits[s.task_id] = set(waits[s.beside])
+            before = before | {s.task_id}
+        else:
+            waits[s.task_id] = before
+            before = {s.task_id}
+    return waits

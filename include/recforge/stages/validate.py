@@ -7,7 +7,9 @@ this proves the parts were put together right — sizes, offsets, part boundarie
 with ranged GETs, ``.idx``/``.lst``/``records.jsonl``/``summary.json`` agreeing — without
 downloading the image bytes. Anything else gets the full structural check
 (``recforge.format.validate``: framing, index, counts, labels, mask alignment). A broken
-dataset fails the run here, before the benchmark or the checklist spend time on it."""
+dataset fails the run here, before the checklist spends time on it or anything is
+published. In the DAG the loader benchmark runs beside this task (both follow merge): it
+reads a bounded window, this task the whole dataset's bookkeeping."""
 
 from __future__ import annotations
 
