@@ -167,8 +167,8 @@ def dag_run(api, home: Path, dag_id: str, publish: str) -> dict:
     by_stage = {s: [t for t in tis if t["task_id"] == s and t["start_date"]] for s in CHAIN}
     gaps = []
     chain = [s for s in CHAIN if by_stage[s]]
-    for nxt, waits in stages.upstream("classification").items():
-        ran = [s for s in waits if by_stage.get(s)]
+    for nxt, needs in stages.upstream("classification").items():
+        ran = [s for s in needs if by_stage.get(s)]
         # a stage beside another shares its gap: counted once
         if by_stage.get(nxt) and ran and stages.stage(nxt).beside is None:
             gaps.append(min(_ts(t["start_date"]) for t in by_stage[nxt])
