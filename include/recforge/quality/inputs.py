@@ -394,29 +394,42 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
     """
 
     import numpy as np
+    import pandas as pd
 
     for col in VERIFY_COLUMNS:
         records[col] = None
     if sample == 0 or records.empty:
         return records
-    jobs = []
-    for split, rows in records.groupby("split", sort=False, observed=True):
+    # by position and by column: one column read per field for the sampled rows, not a
+    # pandas row lookup per record (the checklist's main thread shares the interpreter with
+    # GX's import)
+    offsets = records["offset"].to_numpy()
+    lengths = records["length"].to_numpy()
+    jobs = []  # (position, uri, start, span)
+    for split, positions in records.groupby("split", sort=False, observed=True).indices.items():
         uri = rec_uris.get(split)
         if uri is None:
             continue
-        rows = rows.sort_values("offset")
-        ends = list(rows["offset"].iloc[1:]) + [None]
-        picked = range(len(rows))
-        if sample is not None and len(rows) > sample:
-            picked = np.unique(np.linspace(0, len(rows) - 1, sample).round().astype(int))
+        positions = positions[np.argsort(offsets[positions], kind="stable")]
+        picked = range(len(positions))
+        if sample is not None and len(positions) > sample:
+            picked = np.unique(np.linspace(0, len(positions) - 1, sample).round().astype(int))
         for i in picked:
-            row = rows.iloc[i]
-            start, length = int(row["offset"]), int(row["length"])
-            end = ends[i]
+            at = int(positions[i])
+            start, length = int(offsets[at]), int(lengths[at])
+            end = int(offsets[positions[i + 1]]) if i + 1 < len(positions) else None
             # the next record's offset bounds this one; the last gets slack for magic splits
-            span = (int(end) - start) if end is not None and end > start else (
+            span = (end - start) if end is not None and end > start else (
                 recordio.framed_size(length, splits=length // 4 + 1))
-            jobs.append((row.name, uri, start, max(span, 8)))
+            jobs.append((at, uri, start, max(span, 8)))
+    detection = "label_hash" in records.columns  # the header holds the label array
+    sampled = [at for at, _, _, _ in jobs]
+    expected = dict(zip(
+        ("split", "key", "height", "width", "channels", "label"),
+        ([None] * len(jobs) if name not in records.columns
+         else records[name].iloc[sampled].tolist()
+         for name in ("split", "key", "height", "width", "channels",
+                      "label_hash" if detection else "label")), strict=True))
 
     def fetched(members: list[int], got) -> list:
         """One coalesced ranged read of a .rec (``storage.read_spans``): its records checked."""
@@ -428,33 +441,31 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
                           len(members), got)
                 raise got
             got = [b""] * len(members)  # the manifest points past the end: read, and wrong
-        return [(jobs[j][0], check(jobs[j], data)) for j, data in zip(members, got, strict=True)]
+        return [(jobs[j][0], check(j, data)) for j, data in zip(members, got, strict=True)]
 
-    def check(job, data: bytes):
-        index, uri, start, span = job
+    def check(j: int, data: bytes):
+        start = jobs[j][2]
         import io
 
         import cv2
 
-        row = records.loc[index]
         try:
             got = recordio.read_record_at(io.BytesIO(data), 0)
             if got is None:
                 raise recordio.RecordIOError(f"no record at byte {start}")
             header, img_bytes = recordio.unpack_image_record(got[0])
         except recordio.RecordIOError as exc:  # read, and wrong: the record is bad
-            log.warning("record %s/%s at byte %d: %s", row["split"], row["key"], start, exc)
+            log.warning("record %s/%s at byte %d: %s", expected["split"][j],
+                        expected["key"][j], start, exc)
             return "bad_record", False, None, None
-        id_ok = header.id == int(row["key"])
-        if "label_hash" in records.columns:  # detection: the header holds the label array
-            import pandas as pd
-
-            expected = row["label_hash"]
+        id_ok = header.id == int(expected["key"][j])
+        want = expected["label"][j]
+        if detection:
             got = header.label if isinstance(header.label, tuple) else [header.label]
-            label_ok = not pd.isna(expected) and label_hash(got) == int(expected)
+            label_ok = not pd.isna(want) and label_hash(got) == int(want)
         else:
             label = header.label[0] if isinstance(header.label, tuple) else header.label
-            label_ok = _label_equal(label, row.get("label"))
+            label_ok = _label_equal(label, want)
         try:
             img = cv2.imdecode(np.frombuffer(img_bytes, np.uint8), cv2.IMREAD_UNCHANGED)
         except cv2.error:
@@ -463,18 +474,21 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             return "undecodable", id_ok, label_ok, None
         c = 1 if img.ndim == 2 else img.shape[2]
         shape_ok = (img.shape[0], img.shape[1], c) == (
-            int(row["height"]), int(row["width"]), int(row["channels"]))
+            int(expected["height"][j]), int(expected["width"][j]), int(expected["channels"][j]))
         return "ok", id_ok, label_ok, shape_ok
 
     # the sampled records of a .rec in a few coalesced reads, not one GET each: the same
     # bytes, sliced per record
+    columns = {col: np.full(len(records), None, dtype=object) for col in VERIFY_COLUMNS}
     n_reads = 0
     for checked in storage.read_spans([(uri, start, span) for _, uri, start, span in jobs],
                                       fetched, threads):
         n_reads += 1
-        for index, values in checked:
+        for at, values in checked:
             for col, value in zip(VERIFY_COLUMNS, values, strict=True):
-                records.at[index, col] = value
+                columns[col][at] = value
+    for col, values in columns.items():  # object columns, as before: None where not sampled
+        records[col] = pd.Series(values, index=records.index, dtype=object)
     log.info("quality: re-read and decoded %d records from the .rec files in %d reads",
              len(jobs), n_reads)
     return records
