@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import logging
 import sys
 import threading
@@ -14,6 +15,37 @@ from collections.abc import Iterable
 log = logging.getLogger(__name__)
 
 _running: list[tuple[threading.Thread, frozenset[str]]] = []  # threads and what they import
+
+# What a slow package imports at its own import and recforge never calls, made lazy before it
+# (:func:`defer`): GX imports ``scipy.stats`` (~1 s of CPU) for two expectations and two
+# metrics on distributions that no checklist item uses.
+UNUSED_BY = {"great_expectations": ("scipy.stats",)}
+
+
+def defer(name: str) -> None:
+    """Put a lazy ``name`` in ``sys.modules`` (``importlib.util.LazyLoader``): importing it
+    binds the module, and its code runs on first use — an attribute read, or an
+    ``import name`` statement elsewhere, which reads its spec. So a package that imports it
+    at the top and uses it only inside functions pays nothing until those run. Nothing when
+    it is already imported or cannot be found (its importer then fails as it would have).
+    The first use should come from one thread at a time (Python 3.11's lazy module has no
+    lock), which holds for what ``UNUSED_BY`` names."""
+    if name in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec(name)  # imports the parent package
+    except (ImportError, ValueError):
+        return
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)
 
 
 def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
@@ -49,6 +81,8 @@ def warm_imports(modules: Iterable[str]) -> threading.Thread | None:
             for name in todo:
                 started = time.perf_counter()
                 try:
+                    for unused in UNUSED_BY.get(name, ()):
+                        defer(unused)
                     importlib.import_module(name)
                 except Exception as exc:  # the stage's own import raises it again, there
                     log.debug("warm-up: import %s failed (%s: %s); left to the stage", name,

@@ -175,3 +175,67 @@ def test_a_second_call_gets_the_thread_still_importing(modules):
     assert warmup.warm_imports([slow]) is first  # still the one importing it
     first.join(30)
     assert other not in sys.modules  # left to the caller, after the join
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A package ``recforge_lazy_pkg`` whose ``heavy`` submodule counts its runs in
+    ``recforge_lazy_pkg.RUNS``, and a module ``recforge_lazy_user`` that imports it at the
+    top and uses it only inside a function."""
+    pkg = tmp_path / "recforge_lazy_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("RUNS = []\n")
+    (pkg / "heavy.py").write_text("import recforge_lazy_pkg\nrecforge_lazy_pkg.RUNS.append(1)\n"
+                                  "def value():\n    return 42\n")
+    (tmp_path / "recforge_lazy_user.py").write_text(
+        "from recforge_lazy_pkg import heavy\n\ndef use():\n    return heavy.value()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield sys.modules
+    for name in ("recforge_lazy_user", "recforge_lazy_pkg.heavy", "recforge_lazy_pkg"):
+        sys.modules.pop(name, None)
+
+
+def test_a_deferred_module_runs_on_first_use_only(package):
+    warmup.defer("recforge_lazy_pkg.heavy")
+    user = importlib.import_module("recforge_lazy_user")
+    assert package["recforge_lazy_pkg"].RUNS == []  # bound by the import, not run
+    assert user.use() == 42  # the first use runs it, and it works as an eager import
+    assert package["recforge_lazy_pkg"].RUNS == [1]
+    assert importlib.import_module("recforge_lazy_pkg.heavy").value() == 42
+    assert package["recforge_lazy_pkg"].RUNS == [1]  # once
+
+
+def test_the_warm_up_defers_what_a_package_never_calls(package, monkeypatch):
+    monkeypatch.setattr(warmup, "UNUSED_BY", {"recforge_lazy_user": ("recforge_lazy_pkg.heavy",)})
+    warmup.warm_imports(["recforge_lazy_user"]).join(30)
+    assert "recforge_lazy_user" in sys.modules
+    assert package["recforge_lazy_pkg"].RUNS == []
+    assert sys.modules["recforge_lazy_user"].use() == 42
+
+
+def test_deferring_a_missing_or_imported_module_changes_nothing():
+    warmup.defer("recforge_no_such_package.child")
+    warmup.defer("recforge_no_such_module")
+    assert "recforge_no_such_package.child" not in sys.modules
+    assert "recforge_no_such_module" not in sys.modules
+    imported = sys.modules["json"]
+    warmup.defer("json")
+    assert sys.modules["json"] is imported
+
+
+def test_great_expectations_imports_without_running_scipy_stats():
+    """In a fresh interpreter: the checklist's warm-up imports GX and leaves SciPy's
+    statistics unrun (~1 s of CPU), and they still work when something asks for them."""
+    import subprocess
+
+    code = ("import sys\nfrom recforge import warmup\n"
+            "warmup.warm_imports(['great_expectations', 'great_expectations.expectations'])"
+            ".join(120)\n"
+            "assert 'great_expectations.expectations' in sys.modules\n"
+            "print('ran before use:', 'scipy.stats._stats_py' in sys.modules)\n"
+            "import scipy.stats\nprint('cdf:', scipy.stats.norm.cdf(0.0))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ran before use: False" in out.stdout
+    assert "cdf: 0.5" in out.stdout
