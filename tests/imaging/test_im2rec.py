@@ -347,6 +347,13 @@ class TestExitStatus:
 # ---------------------------------------------------------------- crash paths
 
 
+def _default_interrupt() -> None:
+    """In the child before it starts: SIGINT's default action, whatever this process had. A
+    test run started in the background of a non-interactive shell ignores SIGINT, and an
+    ignored signal stays ignored across exec: the child would never hear Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class TestNoPartialOutput:
     @pytest.fixture
     def previous(self, work) -> Path:
@@ -404,7 +411,7 @@ class TestNoPartialOutput:
             [sys.executable, "-m", "recforge.cli", "im2rec", str(previous / "data"), str(clean),
              "--resize", "32", "--num-thread", workers, "--no-reduced-decode"],
             env={**os.environ, "PYTHONPATH": INCLUDE}, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, preexec_fn=_default_interrupt)
         try:
             deadline = time.monotonic() + 60
             partial = previous / "data.rec.partial"
