@@ -396,9 +396,9 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
     import numpy as np
     import pandas as pd
 
-    for col in VERIFY_COLUMNS:
-        records[col] = None
     if sample == 0 or records.empty:
+        for col in VERIFY_COLUMNS:
+            records[col] = None
         return records
     # by position and by column: one column read per field for the sampled rows, not a
     # pandas row lookup per record (the checklist's main thread shares the interpreter with
