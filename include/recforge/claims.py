@@ -80,23 +80,37 @@ def claim(run_id: str, target: str) -> None:
 
 def touch(run_id: str, target: str) -> None:
     """Mark this run's claim of ``target`` alive now (``If-Match`` the claim read), or raise
-    ``ClaimLost`` when the claim is gone or another run's."""
+    ``ClaimLost`` when the claim is gone or another run's.
+
+    A refused write whose claim is still this run's, touched since it was read, is done:
+    only this run rewrites its claim, so either a stage of it running alongside (the loader
+    benchmark beside validate or the checklist) touched it, or the store applied this very
+    write and lost its answer (a connection reset), and the retry was refused."""
     uri = storage.join(target, names.CLAIM)
+    found = storage.get_with_etag(uri)
     for _ in range(3):
-        found = storage.get_with_etag(uri)
-        held = json.loads(found[0]) if found else {}
-        if held.get("run_id") != run_id:
-            raise ClaimLost(
-                f"{target} is no longer claimed by run {run_id!r} (now: "
-                f"{held.get('run_id')!r}): a publish of this dataset removed it as a dead "
-                f"run's after {ORPHAN_GRACE_S // 3600} h without a stage touching it; re-run "
-                "this run from merge (or trigger a new run)")
+        held = _held_by(run_id, target, found)
         try:
             _write(uri, {**held, "alive_at": _now()}, if_match=found[1])
             return
         except storage.PreconditionFailed:
-            continue  # rewritten meanwhile: read again and decide again
+            found = storage.get_with_etag(uri)  # rewritten meanwhile: read and decide again
+            if _held_by(run_id, target, found).get("alive_at") != held.get("alive_at"):
+                return
     raise ClaimLost(f"{uri} changed 3 times while run {run_id!r} touched it")
+
+
+def _held_by(run_id: str, target: str, found: tuple[bytes, str] | None) -> dict:
+    """The claim document read (``storage.get_with_etag``), if it is ``run_id``'s; else
+    ``ClaimLost`` naming who holds it now and the fix."""
+    held = json.loads(found[0]) if found else {}
+    if held.get("run_id") != run_id:
+        raise ClaimLost(
+            f"{target} is no longer claimed by run {run_id!r} (now: "
+            f"{held.get('run_id')!r}): a publish of this dataset removed it as a dead "
+            f"run's after {ORPHAN_GRACE_S // 3600} h without a stage touching it; re-run "
+            "this run from merge (or trigger a new run)")
+    return held
 
 
 def keep_alive(run) -> None:
