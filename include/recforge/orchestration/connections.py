@@ -16,11 +16,12 @@ quality gate that runs for hours outlives a one-hour role session. A connection 
 leaves the session on boto3's chain, whose instance, container and web-identity credentials
 refresh the same way; static keys have nothing to refresh and are used as they are.
 
-One session per process, one client per thread. ``storage`` still makes a client per thread
-(and per process) through the factory; the clients of one process share the factory's one
-session, and with it one credentials object, so a process refreshes once however many
-threads it runs. boto3 sessions are not thread-safe, so clients are made from it under a
-lock; using the shared credentials from many threads is what botocore designs them for.
+One session and one client per process. ``storage`` makes one client per process (and
+again when its configuration changes) through the factory and shares it among the process's
+threads; it comes from the factory's one session, with one credentials object, so a process
+refreshes once however many threads it runs. boto3 sessions are not thread-safe, so clients
+are made from it under a lock; using a client and its credentials from many threads is what
+botocore designs them for.
 
 Forked workers (the pack pool forks) get a session of their own. The parent's session is
 not used across the fork: its credentials' refresh lock, or the factory's own lock, may be
