@@ -74,10 +74,10 @@ _clients_lock = threading.Lock()
 
 def s3_client():
     """The S3 client of this process, shared by its threads (botocore's clients are
-    thread-safe once made; making one costs ~12 ms of CPU, which a client per thread paid
-    ~170 times in a build's main process), made again when the factory, or the endpoint,
-    credentials or retry settings in the environment change. A forked child makes its own:
-    a client's connections are not shared across processes."""
+    thread-safe once made; making one costs ~12 ms of CPU, and every stage runs short-lived
+    thread pools), made again when the factory, or the endpoint, credentials or retry
+    settings in the environment change. A forked child makes its own: a client's
+    connections are not shared across processes."""
     key = (_factory["generation"], *_env_key(), retry_settings())
     made = _clients.get(key)
     if made is not None:
