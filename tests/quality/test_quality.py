@@ -340,6 +340,28 @@ def test_gate_on_a_packed_folder_rereads_records(tmp_path, docs):
     assert "0 of 9 re-read from the .rec failed" in result["checks"]["decode"]["observed"]
 
 
+def test_an_error_the_callers_loader_results_raise_is_theirs_not_a_gate_error(tmp_path, docs):
+    """The checklist beside a benchmark it does not run: what the caller's results callable
+    raises (a failed benchmark, the orchestrator skipping the task) reaches the caller as it
+    is; the gate's own errors are still GateError."""
+    class Skipped(Exception):
+        pass
+
+    def loader_results():
+        raise Skipped("the benchmark ended failed")
+
+    write_packed(tmp_path)
+    with pytest.raises(Skipped, match="ended failed"):
+        q.run_quality_gate(str(tmp_path), QualitySpec(class_balance_min_ratio=0.0),
+                           docs_dir=docs, pack={"resize": 0, "color": 1},
+                           loader_results=loader_results)
+    (tmp_path / "classes.json").write_text("{not json")
+    with pytest.raises(q.GateError, match="could not check"):
+        q.run_quality_gate(str(tmp_path), QualitySpec(class_balance_min_ratio=0.0),
+                           docs_dir=docs, pack={"resize": 0, "color": 1},
+                           loader_results=loader_results)
+
+
 def test_the_gate_imports_gx_while_it_reads_its_inputs(tmp_path):
     """In a fresh process GX's import is the gate's longest step: it starts in a thread
     while the inputs are read and the sampled records decoded, and the gate still passes."""

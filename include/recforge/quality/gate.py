@@ -126,9 +126,19 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
     Data Docs into ``docs_dir``. Returns the small result dict; never raises on a failed
     check — call :func:`enforce` for that. A deterministic error while checking (malformed
     inputs, a bug) raises :class:`GateError`, which is not retried; a transient storage
-    error propagates as it is, so the task is retried.
+    error propagates as it is, so the task is retried, and so does an error raised by a
+    ``loader_results`` callable (the caller's: a failed benchmark, an orchestrator's skip).
     """
     quality = as_quality(quality)
+    handed: list[BaseException] = []  # what the caller's loader_results raised
+
+    def handover() -> dict | None:
+        try:
+            return loader_results() if callable(loader_results) else loader_results
+        except BaseException as exc:
+            handed.append(exc)
+            raise
+
     try:
         warming = _import_gx_meanwhile(prefix)
         try:
@@ -140,11 +150,11 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
             if warming is not None:
                 warming.join()
         result = run_checks(inputs, quality, docs_dir=docs_dir, pack=pack, task=task,
-                            loader_results=loader_results, dataset=dataset,
+                            loader_results=handover, dataset=dataset,
                             run_name=run_name)
     except Exception as exc:
         if isinstance(exc, RecforgeFailure) or storage.is_transient(exc) \
-                or isinstance(exc, MemoryError):
+                or isinstance(exc, MemoryError) or exc in handed:
             raise
         raise GateError(f"quality gate could not check {prefix}: {type(exc).__name__}: "
                         f"{exc}") from exc
