@@ -5,8 +5,8 @@ for every shard in a process pool here (mapped tasks in Airflow), each shard's s
 after the other in one worker, as a shard would flow through the DAG. A background thread
 imports what the later stages need (``warmup.warm_imports``) while the shards run where a
 core is spare beside them, else beside merge and validate (:func:`warm_beside`); and the
-loader benchmark runs beside the checklist (:func:`benchmark_beside_gate`), where the DAG
-runs them one after the other.
+loader benchmark runs beside the checklist (:func:`benchmark_beside_gate`), as the DAG runs
+their two tasks.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def benchmark_beside_gate(run: Run) -> tuple[dict, dict, float]:
     and waits while the loader is timed alone. The outcome is the sequence's: a failed
     benchmark is the error raised (the gate, still waiting for its results, writes
     nothing), and a failed gate's error is raised once the benchmark has ended. The DAG
-    keeps them as two tasks, one after the other (the benchmark runs on the GPU queue)."""
+    keeps them as two tasks side by side (the benchmark runs on the GPU queue), the gate
+    waiting for the benchmark task (``recforge.orchestration.sibling``)."""
     quiet = threading.Event()
     outcome: dict = {}
 

@@ -192,16 +192,19 @@ class Run:
         return self.uri(stage, names.CHECKSUMS)
 
     @contextlib.contextmanager
-    def recording_outputs(self, stage: str) -> Iterator[dict]:
+    def recording_outputs(self, stage: str, checked: dict | None = None) -> Iterator[dict]:
         """Record what the block writes into ``out/`` (sizes, SHA-256s, ETags) as ``stage``'s
         ``checksums.json``, written when the block succeeds. The earlier attempt's record is
-        deleted first, so a killed attempt leaves none for publish to trust."""
+        deleted first, so a killed attempt leaves none for publish to trust. ``checked``,
+        filled by the block: ``{file: SHA-256}`` of other stages' outputs its own outputs
+        describe (publish refuses when they changed since)."""
         record = self.checksums(stage)
         if storage.exists(record):
             storage.delete(record)
         with storage.record_writes(self.out) as written:
             yield written
-        storage.write_json(record, {"files": written})
+        storage.write_json(record, {"files": written, **({"checked": checked} if checked
+                                                         else {})})
 
     def version(self) -> str:
         """The version name this run publishes under: chosen once, kept in staging, so the

@@ -37,6 +37,11 @@ for dag_id, dag in bag.dags.items():
                               "pool": t.pool, "per_run": t.max_active_tis_per_dagrun,
                               "downstream": sorted(t.downstream_task_ids),
                               "upstream": sorted(t.upstream_task_ids),
+                              # the scheduler's default weight rule: its own and all
+                              # downstream tasks' weights
+                              "weight": t.priority_weight + sum(
+                                  d.priority_weight
+                                  for d in t.get_flat_relatives(upstream=False)),
                               "on_success": bool(t.on_success_callback),
                               "on_failure": bool(t.on_failure_callback),
                               "outlets": [getattr(o, "uri", "") for o in t.outlets]}
@@ -108,14 +113,19 @@ def test_dag_settings(dagbag):
 
 def test_pipeline_order_and_asset(dagbag):
     dag = dagbag["dags"]["recforge__demo_classification"]["tasks"]
-    chain = ["ingest", "flatten", "remap_labels", "split", "pack", "merge", "benchmark",
+    chain = ["ingest", "flatten", "remap_labels", "split", "pack", "merge", "validate",
              "quality_gate", "publish"]
     for a, b in zip(chain, chain[1:], strict=False):
         assert b in dag[a]["downstream"], (a, b)
-    # validate runs beside the benchmark: after merge, and the checklist waits for both
+    # the benchmark runs beside validate and the checklist: after merge, before publish
+    # (the checklist waits for its results inside its task)
     assert sorted(dag["merge"]["downstream"]) == ["benchmark", "validate"]
     assert dag["validate"]["downstream"] == ["quality_gate"]
-    assert sorted(dag["quality_gate"]["upstream"]) == ["benchmark", "validate"]
+    assert dag["quality_gate"]["upstream"] == ["validate"]
+    assert sorted(dag["publish"]["upstream"]) == ["benchmark", "quality_gate"]
+    # one free slot goes to the benchmark first, never to a checklist that would wait in it
+    assert dag["benchmark"]["weight"] > max(dag["validate"]["weight"],
+                                            dag["quality_gate"]["weight"])
     assert dag["publish"]["outlets"] == ["s3://recforge-demo/datasets/demo_classification"]
 
 

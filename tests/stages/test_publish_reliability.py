@@ -19,7 +19,7 @@ from recforge.cli import verify
 from recforge.errors import ChecksumMismatch, VersionExistsError
 from recforge.format import names
 from recforge.run import Run
-from recforge.stages import publish
+from recforge.stages import publish, quality_gate
 from tests.common.sources import make_source, make_spec
 
 pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
@@ -98,6 +98,25 @@ def test_a_published_run_releases_its_staged_record_files_and_a_retry_still_work
     assert publish.publish(run) == out  # a retry of the task after it succeeded
     assert publish.release_staging(run) == {"files": 0, "bytes": 0}
     assert releases.read_latest(run.spec)["uri"] == out["uri"]
+
+
+def test_a_benchmark_run_again_after_the_checklist_is_refused_until_it_is_checked(staged):
+    """The DAG's checklist waits for the benchmark inside its task, so clearing only the
+    benchmark re-runs it after the checklist: its new bench.json must not be published
+    beside Data Docs and a report about the earlier one."""
+    run = fresh(staged, "r-rebench")
+    quality_gate.quality_gate(run, benchmark_finished=lambda: True)  # as the DAG runs it
+    measured = storage.read_json(run.checksums("benchmark"))["files"][names.BENCH]
+    assert storage.read_json(run.checksums("quality_gate"))["checked"] == {
+        names.BENCH: measured["sha256"]}
+    bench = storage.read_json(run.output(names.BENCH))
+    with run.recording_outputs("benchmark"):  # the benchmark task, cleared and run again
+        storage.write_json(run.output(names.BENCH), {**bench, "started": "later"})
+    with pytest.raises(ChecksumMismatch, match="bench.json: quality_gate checked the one"):
+        publish.publish(run)
+    quality_gate.quality_gate(run, benchmark_finished=lambda: True)  # cleared too
+    out = publish.publish(run)
+    assert storage.read_json(storage.join(out["uri"], names.BENCH))["started"] == "later"
 
 
 def test_stale_files_of_a_killed_attempt_are_not_published(staged):
@@ -340,7 +359,7 @@ import json, os, signal, sys
 from recforge import storage
 from recforge.run import Run
 from recforge.spec import parse_spec
-from recforge.stages import publish
+from recforge.stages import publish, quality_gate
 
 spec, run_id = parse_spec(json.loads(sys.argv[1])), sys.argv[2]
 real, calls = storage.copy_exact, []

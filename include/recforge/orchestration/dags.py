@@ -93,6 +93,9 @@ def shards_label(shard_ids: list[str]) -> str:
     return f"{shard_ids[0]} +{len(shard_ids) - 1} shards"
 
 
+BENCHMARK_PRIORITY = 10  # above validate's and the checklist's downstream weights
+
+
 def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
     """The DAG of one dataset; its tasks read the spec from ``specs_dir`` where they run."""
     folder = str(resolve_specs_dir(specs_dir))
@@ -170,21 +173,27 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
         def validate(_: dict, **context) -> dict:
             return stage(context, "validate")
 
-        @task(queue="gpu", pool=pools.GPU_BENCH.name,
+        # first when one slot is free: the checklist, started beside it, waits for it
+        @task(queue="gpu", pool=pools.GPU_BENCH.name, priority_weight=BENCHMARK_PRIORITY,
               execution_timeout=timeouts.execution_timeout("benchmark"))
         def benchmark(_: dict, **context) -> dict:
-            """Loader throughput on the GPU worker queue, beside validate; gates publish on
-            the spec's floors."""
+            """Loader throughput on the GPU worker queue, beside validate and the checklist;
+            gates publish on the spec's floors."""
             return stage(context, "benchmark")
 
         # passing runs notify too when the spec asks for success or warning notices
         # (on_warning is on by default); the notifier decides per outcome what to send
         @task(on_success_callback=notify if spec.alerts.on_success or spec.alerts.on_warning
               else None,
-              execution_timeout=timeouts.execution_timeout("quality_gate"))
+              execution_timeout=timeouts.execution_timeout("quality_gate")
+              + timeouts.execution_timeout("benchmark"))
         def quality_gate(_: dict, **context) -> dict:
-            """The Great Expectations checklist; Data Docs are published with the dataset."""
-            return stage(context, "quality_gate")
+            """The Great Expectations checklist, beside the benchmark: its loader items wait
+            for the benchmark's results. Data Docs are published with the dataset."""
+            from recforge.orchestration import sibling
+
+            return stage(context, "quality_gate", None, sibling.finished(
+                context["ti"], spec.dag_id, context["run_id"], "benchmark"))
 
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict:
@@ -206,11 +215,11 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
             tasks = convert_masks.expand(shard_ids=tasks)
         packed = pack.expand(shard_ids=tasks)
         merged = merge(packed)
-        # the benchmark reads a bounded window of the merged split, validate reads the whole
-        # dataset's bookkeeping: beside each other, the critical path is the longer of them
-        checked = quality_gate(benchmark(merged))
-        validate(merged) >> checked
-        publish(checked)
+        # the benchmark reads a bounded window of the merged split; validate, then the
+        # checklist, read the whole dataset's bookkeeping beside it, the checklist asking
+        # for the loader's results last: the critical path is the longer of the two
+        measured = benchmark(merged)
+        measured >> publish(quality_gate(validate(merged)))
 
     return dataset_dag()
 

@@ -15,9 +15,10 @@ def pipeline_doc(specs_dir: str = "the specs folder") -> str:
 One DAG per dataset spec in `{specs_dir}` (dag_id `recforge__<name>`):
 
 ingest → flatten → remap labels → split & plan shards → pack (mapped: a shard a task,
-balanced groups of shards with `auto`) → merge → validate, and beside it the loader
-benchmark (queue `gpu`) → quality gate (Great Expectations, Data Docs) → publish
-(versioned, `latest.json` last) → Asset event. Segmentation specs add an RGB→ID mask
+balanced groups of shards with `auto`) → merge → validate → quality gate (Great
+Expectations, Data Docs), and beside them the loader benchmark (queue `gpu`), whose
+results the quality gate waits for before its loader items → publish (versioned,
+`latest.json` last) → Asset event. Segmentation specs add an RGB→ID mask
 conversion stage mapped like pack, before it. Any failure alerts (email / webhook) as the
 spec's `alerts` section says.
 

@@ -133,6 +133,14 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
         failure.result = exc.result  # the notifier reads the gate's result from the exception
         raise failure from exc
     except Exception as exc:
-        if ti is not None:
+        if ti is not None and not _airflow_control(exc):
             _push(ti, xcom.ERROR_KEY, f"{type(exc).__name__}: {exc}"[:4000])
         raise
+
+
+def _airflow_control(exc: Exception) -> bool:
+    """Whether ``exc`` tells Airflow what to do with the task (skip it, reschedule it)
+    rather than reporting an error (``recforge.orchestration.sibling`` raises these)."""
+    from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
+
+    return isinstance(exc, AirflowSkipException | AirflowRescheduleException)

@@ -24,15 +24,15 @@ TASK_KINDS: tuple[str, ...] = get_args(DatasetSpec.model_fields["task"].annotati
 class Stage:
     """One pipeline stage: its task id, whether it runs once per shard, the spec task kinds
     it exists for, the slow imports its first call pays (seconds each in a fresh process;
-    ``recforge.pipeline`` loads them early, in the background), and the stage before it in
-    the list that it runs ``beside`` in the DAG (both follow the same upstream stage, and the
-    next stage waits for both)."""
+    ``recforge.pipeline`` loads them early, in the background), and the consecutive stages
+    it runs ``beside`` in the DAG, the first of them before it in the list: it follows the
+    first one's upstream stage, and the stage after the last one waits for it too."""
 
     task_id: str
     per_shard: bool = False
     kinds: tuple[str, ...] = TASK_KINDS
     imports: tuple[str, ...] = ()
-    beside: str | None = None
+    beside: tuple[str, ...] = ()
 
     def runs_for(self, kind: str) -> bool:
         return kind in self.kinds
@@ -47,7 +47,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("pack", per_shard=True),
     Stage("merge"),
     Stage("validate"),
-    Stage("benchmark", imports=("mxnet",), beside="validate"),
+    Stage("benchmark", imports=("mxnet",), beside=("validate", "quality_gate")),
     Stage("quality_gate", imports=("pandas", "great_expectations")),
     Stage("publish"),
 )
@@ -79,15 +79,19 @@ def stages_for(kind: str) -> list[Stage]:
 
 def upstream(kind: str) -> dict[str, set[str]]:
     """task id → the task ids it waits for, in the DAG of a spec of this task kind: each
-    stage waits for the one before it, a stage ``beside`` another waits for that one's
-    upstream instead, and the stage after such a pair waits for both."""
+    stage waits for the one before it, a stage ``beside`` others waits for the first one's
+    upstream instead, and the stage after the last of them waits for it too."""
     waits: dict[str, set[str]] = {}
     before: set[str] = set()
+    joining: dict[str, set[str]] = {}  # task id → the stages beside it that end with it
     for s in stages_for(kind):
-        if s.beside is not None:
-            waits[s.task_id] = set(waits[s.beside])
-            before = before | {s.task_id}
+        if s.beside:
+            waits[s.task_id] = set(waits[s.beside[0]])
+            if s.beside[-1] in waits:  # listed after the run it is beside
+                before = before | {s.task_id}
+            else:
+                joining.setdefault(s.beside[-1], set()).add(s.task_id)
         else:
             waits[s.task_id] = before
-            before = {s.task_id}
+            before = {s.task_id} | joining.pop(s.task_id, set())
     return waits

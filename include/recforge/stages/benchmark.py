@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 from recforge import claims, releases, storage
 from recforge.bench import records, run_and_gate
@@ -48,6 +50,22 @@ def bench_results(run: Run) -> dict | None:
     """This run's ``bench.json``, if the benchmark wrote one (the checklist's loader items)."""
     uri = run.output(names.BENCH)
     return storage.read_json(uri) if storage.exists(uri) else None
+
+
+def awaited_results(run: Run, finished: Callable[[], bool], first_poll: float = 0.2,
+                    longest_poll: float = 5.0) -> dict | None:
+    """``bench_results`` once ``finished()`` says the benchmark succeeded: the DAG's
+    checklist runs beside the benchmark and asks for its results only for its loader items
+    (``finished`` raises when the benchmark ended otherwise:
+    ``recforge.orchestration.sibling``). Polls start at ``first_poll`` seconds and grow
+    to ``longest_poll``."""
+    started, delay = time.monotonic(), first_poll
+    while not finished():
+        time.sleep(delay)
+        delay = min(delay * 1.5, longest_poll)
+    log.info("quality: waited %.1f s for the loader benchmark to finish",
+             time.monotonic() - started)
+    return bench_results(run)
 
 
 def previous_results(run: Run) -> dict | None:

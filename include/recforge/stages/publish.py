@@ -127,12 +127,19 @@ def staged_files(run: Run) -> dict[str, dict]:
         raise ChecksumMismatch(f"{merged} does not exist: nothing in out/ has a recorded "
                                "checksum, so nothing can be published; re-run merge")
     files: dict[str, dict] = {}
+    checked: dict[str, tuple[str, str]] = {}  # file → (the stage that described it, SHA-256)
     for stage in stages_for(run.spec.task):
         record = run.checksums(stage.task_id)
         if stage.task_id == "merge" or storage.exists(record):
-            files.update(storage.read_json(record)["files"])
+            doc = storage.read_json(record)
+            files.update(doc["files"])
+            checked.update({f: (stage.task_id, h) for f, h in doc.get("checked", {}).items()})
     files.pop(names.CHECKSUMS, None)
-    problems = []
+    problems = [f"{name}: {stage} checked the one with SHA-256 {sha[:12]}…, the staged one "
+                f"is {files[name]['sha256'][:12]}… (it was written again since); clear "
+                f"{stage} so it checks the staged one, then publish"
+                for name, (stage, sha) in sorted(checked.items())
+                if name in files and files[name].get("sha256") not in (None, sha)]
     for name, entry in sorted(files.items()):
         info = storage.head(run.output(name))
         if info is None:

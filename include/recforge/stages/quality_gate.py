@@ -14,6 +14,7 @@ Airflow edge hands it to the alert); otherwise the result is returned for the no
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 from collections.abc import Callable
@@ -25,23 +26,46 @@ from recforge.incremental import changes
 from recforge.quality import enforce, format_table, run_and_upload
 from recforge.report import build_report
 from recforge.run import Run
-from recforge.stages.benchmark import bench_results
+from recforge.stages.benchmark import awaited_results, bench_results
 from recforge.stages.publish import content_fields
 
 log = logging.getLogger(__name__)
 
 
-def quality_gate(run: Run, loader_results: Callable[[], dict | None] | None = None) -> dict:
+def quality_gate(run: Run, loader_results: Callable[[], dict | None] | None = None,
+                 benchmark_finished: Callable[[], bool] | None = None) -> dict:
     """``loader_results``: what hands over the loader benchmark's results when the checklist
-    needs them (``recforge build`` runs the benchmark beside the checklist); by default
-    the run's ``bench.json``, read then."""
+    needs them (``recforge build`` runs the benchmark beside the checklist). Else the run's
+    ``bench.json``, read then; with ``benchmark_finished`` (the DAG, where this task starts
+    beside the benchmark task) once that says the benchmark succeeded."""
+    if loader_results is None:
+        loader_results = (functools.partial(awaited_results, run, benchmark_finished)
+                          if benchmark_finished else functools.partial(bench_results, run))
     claims.keep_alive(run)
     # a killed earlier attempt's pages never mix with this one's (publish copies only what
     # this attempt records in quality_gate/checksums.json anyway)
     storage.delete_prefix(run.quality_docs)
     storage.delete(run.output(names.REPORT))
-    with run.recording_outputs("quality_gate"):
-        return _quality_gate(run, loader_results or (lambda: bench_results(run)))
+    checked: dict[str, str] = {}  # the bench.json the loader items describe
+    with run.recording_outputs("quality_gate", checked):
+        return _quality_gate(run, _noting(run, loader_results, checked))
+
+
+def _noting(run: Run, loader_results: Callable[[], dict | None], checked: dict
+            ) -> Callable[[], dict | None]:
+    """``loader_results`` that also notes the SHA-256 the benchmark recorded for the
+    ``bench.json`` it hands over, where it recorded one: a benchmark run again after the
+    checklist (a cleared task) must not publish beside Data Docs about the earlier one."""
+    def results() -> dict | None:
+        got = loader_results()
+        record = run.checksums("benchmark")
+        if got is not None and storage.exists(record):
+            entry = storage.read_json(record)["files"].get(names.BENCH)
+            if entry:
+                checked[names.BENCH] = entry["sha256"]
+        return got
+
+    return results
 
 
 def _quality_gate(run: Run, bench: Callable[[], dict | None]) -> dict:

@@ -1,0 +1,64 @@
+"""A task that waits inside for a sibling task of its run: the DAG's checklist starts after
+validate, beside the loader benchmark, and needs the benchmark's results only for its
+loader items (``recforge.stages.quality_gate``).
+
+``finished(...)`` is what the waiting stage calls between polls. It asks Airflow for the
+sibling's state (the Task SDK's ``get_task_states``, no database access from the task):
+
+* ``success``: True, the results are in staging;
+* failed, upstream_failed, skipped, removed: the waiting task is skipped
+  (``AirflowSkipException``): the sibling's own failure is the run's failure and its alert,
+  and a checklist without the loader's results would check nothing about the loader;
+* running: False, keep waiting (the sibling's own timeout bounds it);
+* anything else (none, scheduled, queued, up_for_retry, …) for longer than
+  ``not_running_limit``: the waiting task is rescheduled (``AirflowRescheduleException``),
+  so it gives its worker slot back. Where both tasks share one slot (``parallelism`` 1,
+  ``airflow dags test`` running tasks one at a time) that slot is what the sibling waits for.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+log = logging.getLogger(__name__)
+
+NOT_RUNNING_LIMIT = timedelta(minutes=5)
+RESCHEDULE_AFTER = timedelta(seconds=30)
+ENDED_WITHOUT_SUCCESS = frozenset({"failed", "upstream_failed", "skipped", "removed"})
+
+
+def finished(ti, dag_id: str, run_id: str, task_id: str,
+             not_running_limit: timedelta = NOT_RUNNING_LIMIT,
+             clock: Callable[[], float] = time.monotonic) -> Callable[[], bool]:
+    """The poll for ``task_id`` of this run (see the module docstring)."""
+    not_running_since: list[float] = []
+
+    def poll() -> bool:
+        states = ti.get_task_states(dag_id=dag_id, task_ids=[task_id], run_ids=[run_id])
+        state = (states.get(run_id) or {}).get(task_id)
+        if state == "success":
+            return True
+        if state in ENDED_WITHOUT_SUCCESS:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(
+                f"{task_id} ended {state}: nothing to check its results against; its own "
+                f"failure is the run's (clear {task_id} and this task to run both again)")
+        if state == "running":
+            not_running_since.clear()
+            return False
+        now = clock()
+        if not not_running_since:
+            not_running_since.append(now)
+        elif now - not_running_since[0] > not_running_limit.total_seconds():
+            from airflow.sdk.exceptions import AirflowRescheduleException
+
+            log.info("%s has not been running for %s (%s): rescheduling this task so its "
+                     "worker slot is free", task_id, not_running_limit, state)
+            raise AirflowRescheduleException(datetime.now(tz=UTC) + RESCHEDULE_AFTER)
+        return False
+
+    return poll
