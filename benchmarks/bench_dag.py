@@ -170,7 +170,7 @@ def dag_run(api, home: Path, dag_id: str, publish: str) -> dict:
     for nxt, needs in stages.upstream("classification").items():
         ran = [s for s in needs if by_stage.get(s)]
         # a stage beside another shares its gap: counted once
-        if by_stage.get(nxt) and ran and stages.stage(nxt).beside is None:
+        if by_stage.get(nxt) and ran and not stages.stage(nxt).beside:
             gaps.append(min(_ts(t["start_date"]) for t in by_stage[nxt])
                         - max(_ts(t["end_date"]) for s in ran for t in by_stage[s]))
     run_span = _ts(tis[0]["end_date"]) and (max(_ts(t["end_date"]) for t in tis if t["end_date"])
@@ -257,15 +257,14 @@ def main() -> int:
                       f"{statistics.median(cli):>9.1f}s" if None not in cli else f"{'-':>10}"]
         print(f"{stage:<13} " + " ".join(cells))
     print("stage: DAG, the first task's start to the last one's end; CLI, recforge build's own "
-          "timing (the benchmark runs beside validate in the DAG, beside quality_gate in the CLI, "
-          "inside its time)")
+          "timing (the benchmark runs beside validate and quality_gate in the DAG, beside "
+          "quality_gate in the CLI, inside its time)")
     print("tasks/shards: the DAG's pack tasks / the shards planned (auto: a task packs "
           "several)")
     print("start-up: median of a task's start to its first recforge log line; start-ups: "
           "their sum per run; queue: median queued → started; gaps: sum over the DAG of a "
-          "stage's first start minus the last end of the stages it waits for (validate and "
-          "the benchmark: one); task-s: summed task "
-          "durations")
+          "stage's first start minus the last end of the stages it waits for (a stage beside "
+          "others has none of its own); task-s: summed task durations")
     return 0
 
 
