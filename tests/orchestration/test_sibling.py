@@ -58,11 +58,33 @@ def test_a_benchmark_not_running_past_the_limit_reschedules_the_checklist():
     assert poll() is False  # no task instance yet: the timer starts
     clock.now = 30
     assert poll() is False
+    clock.now = 59
+    assert poll() is False
     clock.now = 60
-    assert poll() is False  # at the limit, not past it
-    clock.now = 61
     with pytest.raises(AirflowRescheduleException):
         poll()
+
+
+@pytest.mark.parametrize("state", [None, "queued", "up_for_retry"])
+def test_a_rescheduled_checklist_gives_its_slot_back_at_once_beside_an_idle_benchmark(state):
+    """It would redo its reads only to wait again: it starts only beside a running or
+    finished benchmark."""
+    context = {"ti": FakeTI(state), "run_id": "r", "task_reschedule_count": 1}
+    with pytest.raises(AirflowRescheduleException):
+        sibling.waiting_for(context, "d", "benchmark")
+
+
+@pytest.mark.parametrize("state", ["running", "success"])
+def test_a_rescheduled_checklist_starts_beside_a_running_or_finished_benchmark(state):
+    context = {"ti": FakeTI(state, "success"), "run_id": "r", "task_reschedule_count": 2}
+    poll = sibling.waiting_for(context, "d", "benchmark")
+    assert poll() is True and context["ti"].states == []
+
+
+def test_a_first_attempt_does_its_own_work_before_asking():
+    context = {"ti": FakeTI(), "run_id": "r", "task_reschedule_count": 0}
+    sibling.waiting_for(context, "d", "benchmark")
+    assert context["ti"].asked == []
 
 
 def test_running_restarts_the_not_running_timer():
@@ -74,7 +96,7 @@ def test_running_restarts_the_not_running_timer():
     assert poll() is False  # running: the wait is the benchmark's own time
     clock.now = 100
     assert poll() is False  # a retry: the timer starts again here
-    clock.now = 150
+    clock.now = 159
     assert poll() is False
 
 

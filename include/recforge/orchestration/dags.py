@@ -192,8 +192,8 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
             for the benchmark's results. Data Docs are published with the dataset."""
             from recforge.orchestration import sibling
 
-            return stage(context, "quality_gate", None, sibling.finished(
-                context["ti"], spec.dag_id, context["run_id"], "benchmark"))
+            return stage(context, "quality_gate", None,
+                         sibling.waiting_for(context, spec.dag_id, "benchmark"))
 
         @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict:

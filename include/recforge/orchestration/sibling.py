@@ -14,6 +14,11 @@ sibling's state (the Task SDK's ``get_task_states``, no database access from the
   ``not_running_limit``: the waiting task is rescheduled (``AirflowRescheduleException``),
   so it gives its worker slot back. Where both tasks share one slot (``parallelism`` 1,
   ``airflow dags test`` running tasks one at a time) that slot is what the sibling waits for.
+
+``waiting_for(context, ...)`` is the poll a task makes: a task that gave its slot back
+before starts its own work again only beside a running or finished sibling, else it is
+rescheduled again at once (a missing GPU worker does not make the checklist redo its reads
+every few minutes).
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def finished(ti, dag_id: str, run_id: str, task_id: str,
         now = clock()
         if not not_running_since:
             not_running_since.append(now)
-        elif now - not_running_since[0] > not_running_limit.total_seconds():
+        if now - not_running_since[0] >= not_running_limit.total_seconds():
             from airflow.sdk.exceptions import AirflowRescheduleException
 
             log.info("%s has not been running for %s (%s): rescheduling this task so its "
@@ -62,3 +67,12 @@ def finished(ti, dag_id: str, run_id: str, task_id: str,
         return False
 
     return poll
+
+
+def waiting_for(context, dag_id: str, task_id: str) -> Callable[[], bool]:
+    """The poll for ``task_id`` of the context's run (``finished``); first, for a task
+    rescheduled before, the check that the sibling is running or done."""
+    ti, run_id = context["ti"], context["run_id"]
+    if context.get("task_reschedule_count"):
+        finished(ti, dag_id, run_id, task_id, timedelta(0))()
+    return finished(ti, dag_id, run_id, task_id)
