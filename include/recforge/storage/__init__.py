@@ -67,7 +67,7 @@ from recforge.storage.errors import (
     is_transient,
 )
 from recforge.storage.guarantees import prove_conditional_writes
-from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART
+from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, Reusable, plan_reusing
 from recforge.storage.objects import (
     ObjectInfo,
     browser_url,
@@ -116,6 +116,7 @@ __all__ = [
     "PreconditionFailed",
     "READ_ATTEMPTS",
     "RETRY_MODE",
+    "Reusable",
     "TRANSIENT_CODES",
     "TRANSIENT_TYPES",
     "Transfer",
@@ -155,6 +156,7 @@ __all__ = [
     "part_offsets",
     "plan_compose",
     "plan_reads",
+    "plan_reusing",
     "prefetch",
     "prove_conditional_writes",
     "put_bytes",

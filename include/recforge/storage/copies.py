@@ -44,12 +44,12 @@ def copy_exact(src_uri: str, dst_uri: str, composed_of: list[int] | None = None
     (``checksums``), so comparing either checks the copy.
 
     A single-part object (at most 5 GB, S3's limit for one PUT) is one CopyObject, which
-    keeps its MD5 ETag; a multipart one is copied with UploadPartCopy over the source's own
-    part ranges (``HEAD ?partNumber=n``), which reproduces its ``<md5 of md5s>-<n>`` ETag;
-    ``COPY_PART_THREADS`` parts at a time, since on S3 each part copy takes time in
-    proportion to its bytes. No byte passes through this process. Returns the destination's
-    size and ETag. Local paths: a plain copy (their ETags are mtimes; check those by
-    hashing).
+    keeps its MD5 ETag; a multipart one (one part too: moto's CopyObject gives that an
+    MD5) is copied with UploadPartCopy over the source's own part ranges (``HEAD
+    ?partNumber=n``), which reproduces its ``<md5 of md5s>-<n>`` ETag; ``COPY_PART_THREADS``
+    parts at a time, since on S3 each part copy takes time in proportion to its bytes. No
+    byte passes through this process. Returns the destination's size and ETag. Local paths:
+    a plain copy (their ETags are mtimes; check those by hashing).
 
     A store that ignores ``partNumber`` (Ceph RGW 16.2 answers every part's HEAD with the
     whole object) gets the layout recforge itself wrote the object with
@@ -63,7 +63,7 @@ def copy_exact(src_uri: str, dst_uri: str, composed_of: list[int] | None = None
     src = retry.call("head_object", src_uri, Bucket=sb, Key=sk)
     etag = src["ETag"].strip('"')
     n_parts = int(etag.rsplit("-", 1)[1]) if "-" in etag else 1
-    if n_parts == 1 and src["ContentLength"] <= MAX_COPY_OBJECT:
+    if "-" not in etag and src["ContentLength"] <= MAX_COPY_OBJECT:  # not "<md5s>-1" either
         retry.call("copy_object", dst_uri, CopySource={"Bucket": sb, "Key": sk}, Bucket=db,
                    Key=dk, CopySourceIfMatch=src["ETag"], ChecksumAlgorithm=checksums.ALGORITHM)
         return head(dst_uri)
@@ -178,9 +178,12 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
                 out.write(chunk)
 
     pieces = plan_compose(sizes) if is_s3(dest) and all(map(is_s3, parts)) else []
-    if len(pieces) == 1 and pieces[0][0] == "copy" and sizes[pieces[0][1]] == sum(sizes):
-        copy(parts[pieces[0][1]], dest)
+    if len(pieces) == 1 and pieces[0][0] == "copy" and sizes[pieces[0][1]] == sum(sizes) \
+            and "-" not in head(parts[pieces[0][1]]).etag:
+        copy(parts[pieces[0][1]], dest)  # one single-part object: CopyObject keeps its ETag
         return bases
+    # (a multipart one, whose part sizes the store may not tell (Ceph RGW), is one
+    # UploadPartCopy below: a layout ``written_layout`` knows, for publish's exact copy)
     if not is_s3(dest):
         path = local_path(dest)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +195,7 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
         finally:
             tmp.unlink(missing_ok=True)
         return bases
-    if len(pieces) <= 1:
+    if len(pieces) <= 1 and not any(p[0] == "copy" for p in pieces):
         with tempfile.TemporaryDirectory(prefix="recforge-compose-") as tmp:
             joined = Path(tmp) / "joined"
             with open(joined, "wb") as out:

@@ -172,11 +172,14 @@ def download(uri: str, dest: str | os.PathLike) -> None:
         shutil.copyfile(local_path(uri), dest)
 
 
-def upload(src: str | os.PathLike, uri: str) -> str:
-    """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent."""
+def upload(src: str | os.PathLike, uri: str,
+           reusing: Iterable[multipart.Reusable] = ()) -> str:
+    """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent.
+    ``reusing``: runs of it the store already holds, copied there rather than sent
+    (``multipart.upload_file``; S3 only)."""
     digest = recording.sha256_file(src)
     if is_s3(uri):
-        multipart.upload_file(src, uri, sha256=digest)
+        multipart.upload_file(src, uri, sha256=digest, reusing=list(reusing))
     else:
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
