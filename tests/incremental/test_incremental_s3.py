@@ -4,8 +4,11 @@ nothing; a cache object that does not verify is re-packed; prune keeps what vers
 
 from __future__ import annotations
 
+import itertools
 import logging
 
+import cv2
+import numpy as np
 import pytest
 
 from recforge import pipeline, releases, storage
@@ -220,4 +223,40 @@ def test_a_previous_shard_that_is_gone_is_repacked_from_the_source(bucket, caplo
     packed, total = _packed(inc)
     assert packed == total > 0  # every chunk packed again, none lost
     full = _full_build(spec, "g-full")
+    assert _files(inc["publish"]["uri"]) == _files(full["publish"]["uri"])
+
+
+def _noise(seed: int, side: int = 1024) -> bytes:
+    """A photo-sized JPEG that does not compress: ~1.2 MB as a record at q95."""
+    img = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8)
+    return cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+
+
+@pytest.mark.both_stores
+def test_a_rewritten_shard_copies_its_long_unchanged_runs_on_the_store(bucket):
+    """One photo replaced in the middle of a ~20 MB shard leaves runs of more than 5 MiB on
+    both sides: the shard's upload copies them server-side instead of sending them again,
+    and the published bytes are a full build's."""
+    for c, cls in enumerate(("dog", "eel")):
+        for i in range(16):
+            _put(bucket, f"{cls}/{i}.jpg", _noise(100 * c + i))
+    spec = make_spec(bucket, pack={"resize": 0, "shard_size": 32})
+    first = pipeline.build(spec, run_id="s1", workers=1)
+    train = sorted((r for r in storage.read_jsonl(f"{first['publish']['uri']}/records.jsonl")
+                    if r["split"] == "train"), key=lambda r: r["key"])
+    shards = sorted((s["shard"], s["packed"]) for s in first["pack"]
+                    if s["shard"].startswith("train"))
+    at = [0, *itertools.accumulate(n for _, n in shards)]
+    big = max(range(len(shards)), key=lambda i: shards[i][1])
+    mine = train[at[big]:at[big + 1]]  # the largest shard's records, in its order
+    assert sum(r["length"] for r in mine) > 4 * storage.MIN_PART
+    ends = list(itertools.accumulate(r["length"] for r in mine))
+    middle = next(r for r, end in zip(mine, ends, strict=True) if end >= ends[-1] / 2)
+    _put(bucket, middle["source_key"], _noise(4242))
+    inc = pipeline.build(spec, run_id="s2", workers=1)
+    changed = [s for s in inc["pack"] if not s.get("reused")]
+    assert len(changed) == 1 and changed[0]["chunks_packed"] == 1
+    assert changed[0]["s3_requests"].get("upload_part_copy", 0) == 2  # a run on each side
+    assert changed[0]["s3_bytes"]["up"] < sum(r["length"] for r in mine) / 2
+    full = _full_build(spec, "s-full")
     assert _files(inc["publish"]["uri"]) == _files(full["publish"]["uri"])

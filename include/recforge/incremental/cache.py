@@ -15,7 +15,11 @@ chunks the previous version already packed: each planned row names the previous 
 whose key range holds it (``mark_known``), pack reads those shards' indexes and fetches the
 unchanged chunks' bytes in a few coalesced ranged GETs of their ``part.rec`` (not one GET
 per chunk), and packs only the chunks it found nowhere. Anything that does not verify
-(a chunk's SHA-256, a file's size or ETag) is re-packed, never trusted.
+(a chunk's SHA-256, a file's size or ETag) is re-packed, never trusted. The new entry's
+``part.rec`` is assembled and checked locally as always, but its upload copies the runs of
+fetched chunks that lie back to back in one previous ``part.rec`` on the store
+(``UploadPartCopy``, pinned to the ETag that entry recorded) where a run can be a part of
+5 MiB or more, and sends the rest (``reusable``, ``storage.Reusable``).
 
 ``prune`` keeps the entries the last N published versions were built from (each version
 carries ``cache_keys.json``); published versions are copies, so pruning never breaks one.
@@ -43,6 +47,7 @@ from recforge.spec import DatasetSpec
 log = logging.getLogger(__name__)
 SHARDS, ENTRY = "shards", "entry.json"
 CHUNK_INDEX = "chunks.json"  # pack's local chunk index, folded into entry.json
+REUSABLE = "reusable.json"  # pack's local list of part.rec runs the store already holds
 WHOLE = "shard"  # a row's cache hint: its whole shard is in the cache
 
 
@@ -175,9 +180,17 @@ def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str
     return {"packed": len(manifest), "quarantined": len(quarantine.loads(text.encode()))}
 
 
-def _source_index(run: Run, sources: list[str], threads: int) -> dict[str, tuple[str, dict]]:
-    """chunk hash → (the source shard's ``part.rec`` URI, its chunk index entry), over the
-    previous shards ``sources``; a source that is gone or unreadable adds nothing."""
+class Source(NamedTuple):
+    """Where a previous shard packed a chunk: its ``part.rec`` (``rec``, with the ETag its
+    entry recorded) and the chunk's index entry there."""
+    rec: str
+    chunk: dict
+    etag: str | None
+
+
+def _source_index(run: Run, sources: list[str], threads: int) -> dict[str, Source]:
+    """chunk hash → its :class:`Source`, over the previous shards ``sources``; a source that
+    is gone or unreadable adds nothing."""
     def read(h: str) -> tuple[str, dict | None]:
         entry = run.cache(SHARDS, h)
         try:
@@ -189,16 +202,17 @@ def _source_index(run: Run, sources: list[str], threads: int) -> dict[str, tuple
                      type(exc).__name__, exc)
             return entry, None
 
-    found: dict[str, tuple[str, dict]] = {}
+    part = names.rec(names.SHARD_PART)
+    found: dict[str, Source] = {}
     with ThreadPoolExecutor(max(1, min(threads, len(sources)))) as pool:
         for entry, doc in pool.map(read, sources):
+            etag = ((doc or {}).get("files", {}).get(part) or [None, None])[1]
             for c in (doc or {}).get("chunks", ()):
-                found.setdefault(c["hash"], (storage.join(entry, names.rec(names.SHARD_PART)),
-                                             c))
+                found.setdefault(c["hash"], Source(storage.join(entry, part), c, etag))
     return found
 
 
-def _fetch_chunks(wanted: dict[int, tuple[str, dict]], threads: int
+def _fetch_chunks(wanted: dict[int, Source], threads: int
                   ) -> dict[int, tuple[bytes, list[dict], str]]:
     """Chunk number → (rec bytes, records, quarantine text), read in coalesced ranged GETs
     of the source ``part.rec`` files and verified by SHA-256; a chunk that does not verify
@@ -216,7 +230,7 @@ def _fetch_chunks(wanted: dict[int, tuple[str, dict]], threads: int
         return [(chunk_ids[m], data) for m, data in zip(members, got, strict=True)]
 
     out, n_reads = {}, 0
-    for got in storage.read_spans([(u, c["start"], c["length"]) for u, c in wanted.values()],
+    for got in storage.read_spans([(u, c["start"], c["length"]) for u, c, _ in wanted.values()],
                                   cut, max(1, threads)):
         n_reads += 1
         for i, data in got:
@@ -243,8 +257,8 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
     sources = sorted({own if r["cache"] == WHOLE else r["cache"] for r in rows
                       if r.get("cache")})
     index = _source_index(run, sources, fetch_threads) if sources else {}
-    found = _fetch_chunks({i: index[h] for i, h in enumerate(hashes) if h in index},
-                          fetch_threads)
+    wanted = {i: index[h] for i, h in enumerate(hashes) if h in index}
+    found = _fetch_chunks(wanted, fetch_threads)
     parts: list = [found.get(i) for i in range(len(groups))]
     misses = [i for i, p in enumerate(parts) if p is None]
     if misses:  # one pass over all missing chunks: one prefetch window
@@ -254,7 +268,33 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
         for i, part in zip(misses, split_packed(d, [groups[i] for i in misses]), strict=True):
             parts[i] = part
     counts = assemble(parts, hashes, work)
+    runs = reusable(parts, {i: wanted[i] for i in found})
+    (work / REUSABLE).write_text(json.dumps(runs), encoding="utf-8")
     return {**counts, "chunks": len(groups), "chunks_packed": len(misses)}
+
+
+def reusable(parts: list[tuple[bytes | Span, list[dict], str]], sources: dict[int, Source]
+             ) -> list[storage.Reusable]:
+    """The runs of the assembled ``part.rec`` that are contiguous bytes of one previous
+    ``part.rec`` (consecutive chunks fetched from consecutive ranges of it): what its upload
+    can copy on the store instead of sending. Only verified chunks count, each pinned to
+    the ETag its source's entry recorded."""
+    runs: list[storage.Reusable] = []
+    base = 0
+    for i, (data, _, _) in enumerate(parts):
+        length = len(data) if isinstance(data, bytes) else data.length
+        src = sources.get(i)
+        if src is not None and src.etag and length:
+            last = runs[-1] if runs else None
+            if (last is not None and (last.source, last.etag) == (src.rec, src.etag)
+                    and last.start + last.length == base
+                    and last.source_start + last.length == src.chunk["start"]):
+                runs[-1] = last._replace(length=last.length + length)
+            else:
+                runs.append(storage.Reusable(base, length, src.rec, src.chunk["start"],
+                                             src.etag))
+        base += length
+    return runs
 
 
 # ---- shards: a folder of the pack task's outputs, entry.json last
@@ -287,12 +327,18 @@ def reuse_shard(run: Run, rows: list[dict], files: tuple[str, ...]) -> dict | No
 
 def write_entry(run: Run, rows: list[dict], work: Path, files: tuple[str, ...], meta: dict,
                 counts: dict) -> str:
-    """Upload the shard in ``work`` as its cache entry (files in parallel, then
-    ``entry.json``: sizes, ETags, ``shard.json``'s contents, counts and the chunk index
-    ``assemble`` left in ``work``); returns the entry's URI."""
+    """Upload the shard in ``work`` as its cache entry (files in parallel, ``part.rec``'s
+    runs that ``pack_shard`` found on the store copied there; then ``entry.json``: sizes,
+    ETags, ``shard.json``'s contents, counts and the chunk index ``assemble`` left in
+    ``work``); returns the entry's URI."""
     entry = shard_entry(run, rows)
+    listed = work / REUSABLE  # runs of part.rec the store holds: copied there, not sent
+    runs = ([storage.Reusable(*r) for r in json.loads(listed.read_text(encoding="utf-8"))]
+            if listed.exists() else [])
+    rec = names.rec(names.SHARD_PART)
     with ThreadPoolExecutor(len(files)) as pool:
-        list(pool.map(lambda f: storage.upload(work / f, storage.join(entry, f)), files))
+        list(pool.map(lambda f: storage.upload(work / f, storage.join(entry, f),
+                                               runs if f == rec else ()), files))
     found = {o.key: [o.size, o.etag] for o in storage.list_objects(entry)}
     storage.write_json(storage.join(entry, ENTRY), {
         "files": {f: found[f] for f in files}, "meta": meta,

@@ -141,16 +141,20 @@ def pack(run: Run, shard_id: str) -> dict:
     (``recforge.crash_isolation``) and quarantines the one that kills it.
 
     The result states what the shard cost: ``peak_rss_mb`` (this process's peak resident
-    set while it packed; Linux) and ``s3_requests`` (by operation, retries included)."""
+    set while it packed; Linux), ``s3_requests`` (by operation, retries included) and
+    ``s3_bytes`` (body bytes this process moved: ``down``, ``up``; server-side copies move
+    none)."""
     reset_peak_rss()
-    before = storage.request_counts()
+    before, moved = storage.request_counts(), storage.transferred()
     with crash_isolation.attempt_marker(run.shard_output(shard_id, names.PACK_ATTEMPT),
                                         f"shard {shard_id}") as isolated:
         result = _pack(run, shard_id, isolated)
     after = storage.request_counts()
     requests = {op: n - before.get(op, 0) for op, n in sorted(after.items())
                 if n > before.get(op, 0)}
-    return {**result, "peak_rss_mb": peak_rss_mb(), "s3_requests": requests}
+    moved = storage.transferred().minus(moved)
+    return {**result, "peak_rss_mb": peak_rss_mb(), "s3_requests": requests,
+            "s3_bytes": {"down": moved.down, "up": moved.up}}
 
 
 def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
