@@ -54,13 +54,13 @@ MIN_PART = 5 * 1024 ** 2  # S3's smallest part but the last: a shorter run canno
 FLOOR_PART = 16 * 1024 ** 2
 
 
-def spec_doc(shard_size: int) -> dict:
+def spec_doc(shard_size: int, resize: int = 256) -> dict:
     return {
         "name": "bench", "schedule": None,
         "source": {"uri": f"s3://{BUCKET}/raw"},
         "publish": {"uri": f"s3://{BUCKET}/datasets"},
         "splits": {"val_ratio": 0.1, "seed": 7},
-        "pack": {"resize": 256, "quality": 95, "shard_size": shard_size},
+        "pack": {"resize": resize, "quality": 95, "shard_size": shard_size},
         "bench": {"options": {"batch_size": 32, "data_shape": [3, 224, 224],
                               "measure_batches": 10, "thread_grid": []},
                   "floors": {"cpu": {"min_images_per_sec": 1}}},
@@ -110,28 +110,33 @@ def packed_chunks(result: dict) -> str:
     packed = sum(s.get("chunks_packed", 0) for s in shards)
     total = sum(s.get("chunks", 0) for s in shards)
     reused = sum(1 for s in shards if s.get("reused"))
-    return f"{packed}/{total} chunks packed, {reused}/{len(shards)} shards reused whole"
+    copies = sum(s.get("s3_requests", {}).get("upload_part_copy", 0) for s in shards)
+    sent = sum(s.get("s3_bytes", {}).get("up", 0) for s in shards)
+    return (f"{packed}/{total} chunks packed, {reused}/{len(shards)} shards reused whole"
+            + (f", pack sent {sent / 1e6:.0f} MB" if sent else "")
+            + (f" ({copies} parts copied on the store instead)" if copies else ""))
 
 
 def _split_runs(new_rows: list[dict], old_index: dict) -> tuple[int, int]:
-    """``(bytes, bytes that must be uploaded)`` of one split: a record can be copied
-    server-side from the previous version only inside a run of unchanged records that were
-    neighbours there too and that is at least ``MIN_PART`` long (the split's last run may
-    be shorter: the last part has no minimum); the rest must be sent."""
-    total = upload = run = 0
+    """``(bytes, bytes that must be sent)`` of one split written as one object: a run of
+    unchanged records that were neighbours in the previous version's split too is what the
+    store could copy server-side, and S3's part rules decide how much of it can be
+    (``storage.plan_reusing``: every part but the last at least ``MIN_PART``, the parts
+    sent between copies too); the rest must be sent."""
+    runs: list[storage.Reusable] = []
+    total = 0
     prev = None
     for r in sorted(new_rows, key=lambda r: r["offset"]):
-        total += r["length"]
+        end = r["offset"] + r["length"]
+        total = max(total, end)
         old = old_index.get((r["key"], r["source_key"], r["source_etag"]))
-        if old is None or prev is None or old != prev + 1:
-            upload += run if run < MIN_PART else 0
-            run = 0
-        if old is None:
-            upload += r["length"]
-        else:
-            run += r["length"]
-        prev = old
-    return total, upload
+        if old is not None and prev is not None and old[0] == prev + 1:
+            runs[-1] = runs[-1]._replace(length=end - runs[-1].start)
+        elif old is not None:
+            runs.append(storage.Reusable(r["offset"], r["length"], "previous", old[1], ""))
+        prev = None if old is None else old[0]
+    pieces = storage.plan_reusing(total, runs)
+    return total, (sum(p[2] for p in pieces if p[0] == "send") if pieces else total)
 
 
 def write_plan(upload: int, copied: int, piece: int = FLOOR_PART) -> list[tuple[str, int]]:
@@ -152,8 +157,9 @@ def write_plan(upload: int, copied: int, piece: int = FLOOR_PART) -> list[tuple[
 def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
     """What any build of this night must do on S3, whatever the packer, timed on the same
     server: list the source; write each split as one object (MXNet reads one ``.rec``),
-    copying unchanged runs of >= 5 MiB server-side from the previous version and sending the
-    rest; read the loader benchmark's window. No decoding, no checks, no publish copy."""
+    copying unchanged runs server-side from the previous version where S3's part rules let
+    them be parts (``_split_runs``) and sending the rest; read the loader benchmark's
+    window. No decoding, no checks, no publish copy."""
     def rows(version: str) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
         for r in storage.iter_jsonl(storage.join(version, "records.jsonl")):
@@ -164,7 +170,8 @@ def floor_of_night(old_version: str, new_version: str, source: str) -> dict:
     total = upload = 0
     for split, new_rows in new.items():
         ordered = sorted(old.get(split, []), key=lambda r: r["offset"])
-        index = {(r["key"], r["source_key"], r["source_etag"]): i for i, r in enumerate(ordered)}
+        index = {(r["key"], r["source_key"], r["source_etag"]): (i, r["offset"])
+                 for i, r in enumerate(ordered)}
         t, u = _split_runs(new_rows, index)
         total, upload = total + t, upload + u
     window = storage.read_json(storage.join(new_version, "bench.json"))["dataset"]["sample"]
@@ -234,6 +241,8 @@ def main() -> int:
     ap.add_argument("--shard-size", type=int, default=500)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--fraction", type=float, default=0.01)
+    ap.add_argument("--resize", type=int, default=256,
+                    help="pack.resize (0 keeps the photos' sizes: ~3x larger records)")
     ap.add_argument("--store", choices=("moto", "rgw"), default="moto",
                     help="the local S3 server: moto (recforge dev-s3) or Ceph RGW")
     ap.add_argument("--no-floor", action="store_true",
@@ -252,7 +261,7 @@ def main() -> int:
                           objects.items()))
         n = len(objects)
         spec = Path(tmp) / "bench.yaml"
-        spec.write_text(yaml.safe_dump(spec_doc(args.shard_size)))
+        spec.write_text(yaml.safe_dump(spec_doc(args.shard_size, args.resize)))
         images = sorted(k for k in objects
                         if k.endswith((".jpg", ".png")) and k not in sampledata.BAD_OBJECTS)
         del objects
