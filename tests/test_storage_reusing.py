@@ -125,3 +125,19 @@ def test_an_object_uploaded_reusing_runs_composes_alone(tmp_path, bucket):
                                 [len(new)])
     assert copied.etag == storage.head(f"s3://{bucket}/split.rec").etag
     assert storage.get_bytes(f"s3://{bucket}/v/split.rec") == new
+
+
+def test_a_source_gone_since_is_not_copied_from(tmp_path, bucket, caplog):
+    _, new, runs = _patched(tmp_path, bucket)
+    storage.delete(f"s3://{bucket}/old.rec")  # pruned between the fetch and the upload
+    with caplog.at_level(logging.WARNING, logger="recforge.storage.multipart"):
+        storage.upload(tmp_path / "new.rec", f"s3://{bucket}/new.rec", runs)
+    assert storage.get_bytes(f"s3://{bucket}/new.rec") == new
+    assert "is gone" in caplog.text and "sending every byte" in caplog.text
+
+
+def test_a_plan_over_s3s_part_count_is_refused_before_any_request():
+    size = 10_001 * 2 * MIN_PART + 6 * MiB  # sends of 10 MiB, then one run copied
+    runs = [Reusable(size - 6 * MiB, 6 * MiB, "s3://b/old", 0, "e")]
+    with pytest.raises(ValueError, match="S3 allows at most 10000"):
+        plan_reusing(size, runs, part_size=2 * MIN_PART)
