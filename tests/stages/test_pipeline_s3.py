@@ -123,3 +123,26 @@ def test_cli_build_prints_counts_and_refuses_a_bad_spec(bucket, tmp_path, capsys
                          "pack: {resize: -5}\n")
     assert main(["build", str(spec_file)]) == 2
     assert "pack.resize" in capsys.readouterr().err
+
+
+def test_ingest_lists_the_class_folders_side_by_side(bucket, monkeypatch):
+    import threading
+
+    from recforge.run import Run
+    from recforge.stages import ingest
+    from recforge.storage import listing, retry
+
+    objects = make_source(bucket)
+    monkeypatch.setattr(listing, "PAGE_KEYS", 7)  # 45 objects: 7 pages one after the other
+    threads_used, real = set(), retry.call
+
+    def call(operation, uri, **kwargs):
+        threads_used.add(threading.current_thread().name.split("_")[0])
+        return real(operation, uri, **kwargs)
+
+    monkeypatch.setattr(retry, "call", call)
+    run = Run(make_spec(bucket), "fan")
+    counts = ingest.ingest(run)
+    listed = [row["key"] for row in storage.iter_jsonl(run.source_manifest)]
+    assert listed == sorted(objects) and counts["listed"] == len(objects)
+    assert "recforge-list" in threads_used  # the class folders were listed in the pool

@@ -11,7 +11,8 @@ This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``u
 a URI names), ``client`` (clients and byte accounting), ``errors`` (what an error means),
 ``checksums`` (S3's SHA-256 per object), ``retry`` (the one retry rule every request goes
 through, so where requests are counted), ``recording`` (what a stage wrote), ``multipart``
-(one multipart upload), ``objects`` (single objects and listings), ``documents`` (JSON,
+(one multipart upload), ``listing`` (an S3 prefix's pages, its folders side by side),
+``objects`` (single objects and listings), ``documents`` (JSON,
 JSON lines), ``bulk`` (prefetch and the coalesced ranged read), ``copies`` (server-side
 copies and composition), ``guarantees`` (what a store honours, proved).
 """
@@ -67,6 +68,7 @@ from recforge.storage.errors import (
     is_transient,
 )
 from recforge.storage.guarantees import prove_conditional_writes
+from recforge.storage.listing import LIST_THREADS
 from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, Reusable, plan_reusing
 from recforge.storage.objects import (
     ObjectInfo,
@@ -107,6 +109,7 @@ __all__ = [
     "COMPOSE_THREADS",
     "COPY_PART_THREADS",
     "HashingWriter",
+    "LIST_THREADS",
     "MAX_ATTEMPTS",
     "MAX_COPY_OBJECT",
     "MAX_PART",

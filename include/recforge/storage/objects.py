@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from recforge.storage import checksums, client, multipart, recording, retry
+from recforge.storage import checksums, client, listing, multipart, recording, retry
 from recforge.storage.errors import PreconditionFailed, is_not_found, is_precondition, is_transient
 from recforge.storage.uri import is_s3, join, local_path, split_s3
 
@@ -53,34 +53,13 @@ class ObjectInfo:
     checksum: str | None = None
 
 
-def _listing(prefix_uri: str, **kwargs) -> tuple[str, Iterator[dict]]:
-    """``(prefix with its trailing slash, pages of list_objects_v2)`` for an S3 prefix; each
-    page is retried on its own, so a fault late in a long listing does not start it over."""
-    bucket, prefix = split_s3(prefix_uri)
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-
-    def pages() -> Iterator[dict]:
-        token: dict = {}
-        while True:
-            page = retry.call("list_objects_v2", prefix_uri, Bucket=bucket, Prefix=prefix,
-                              **kwargs, **token)
-            yield page
-            if not page.get("IsTruncated"):
-                return
-            token = {"ContinuationToken": page["NextContinuationToken"]}
-
-    return prefix, pages()
-
-
-def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
-    """Every object under a prefix (paginated; keys relative to the prefix, sorted)."""
+def list_objects(prefix_uri: str, threads: int = 1) -> Iterator[ObjectInfo]:
+    """Every object under a prefix (keys relative to the prefix, sorted). On S3 paginated,
+    each page retried on its own; ``threads`` > 1 lists the prefix's folders that many at a
+    time (``listing.s3_rows``: a source of a million images is thousands of pages)."""
     if is_s3(prefix_uri):
-        prefix, pages = _listing(prefix_uri)
-        for page in pages:
-            for obj in page.get("Contents", []):
-                yield ObjectInfo(obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'),
-                                 obj["LastModified"].timestamp())
+        for key, size, etag, modified in listing.s3_rows(prefix_uri, threads):
+            yield ObjectInfo(key, size, etag, modified)
         return
     root = local_path(prefix_uri)
     for path in _local_files(root):
@@ -97,7 +76,7 @@ def list_objects(prefix_uri: str) -> Iterator[ObjectInfo]:
 def list_dirs(prefix_uri: str) -> list[str]:
     """The immediate sub-folders of a prefix (names, sorted): one delimiter listing on S3."""
     if is_s3(prefix_uri):
-        prefix, pages = _listing(prefix_uri, Delimiter="/")
+        prefix, pages = listing.pages(prefix_uri, Delimiter="/")
         return sorted(p["Prefix"][len(prefix):].rstrip("/")
                       for page in pages for p in page.get("CommonPrefixes", []))
     root = local_path(prefix_uri)
