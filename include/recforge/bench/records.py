@@ -17,6 +17,7 @@ benchmark counts them and warns (``UPSCALE_NOTE``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
@@ -40,9 +41,6 @@ class LoaderBenchError(RecforgeFailure):
 def count_records(idx_path: Path) -> int:
     with open(idx_path, encoding="ascii", errors="replace") as f:
         return sum(1 for line in f if line.strip())
-
-
-FETCH_CHUNK = 64 << 20  # bytes per ranged GET (and in memory at a time)
 
 
 def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = None,
@@ -72,7 +70,9 @@ def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = Non
         return {"root": root, "download_seconds": None,
                 "downloaded_bytes": 0, "records_uri": records_uri, "sample": sample}
     dest.mkdir(parents=True, exist_ok=True)
-    got = _fetch_window(rec_uri, dest / names.rec(split), window, end, dest / names.idx(split))
+    rec_digest = hashlib.sha256()  # the .rec hashed on its way in, not read back
+    got = _fetch_window(rec_uri, dest / names.rec(split), window, end, dest / names.idx(split),
+                        rec_digest)
     mask_rec = storage.join(prefix, names.rec(split, mask=True))
     if storage.exists(mask_rec):  # segmentation: the masks of the window's keys
         keys = {k for k, _ in window}
@@ -83,7 +83,7 @@ def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = Non
     classes = storage.join(prefix, names.CLASSES)
     if storage.exists(classes):
         (dest / names.CLASSES).write_bytes(storage.get_bytes(classes))
-    sample["sha256"] = window_digest(dest, split)
+    sample["sha256"] = window_digest(dest, split, rec_digest if got >= end else None)
     return {"root": dest, "download_seconds": time.perf_counter() - started,
             "downloaded_bytes": got, "records_uri": records_uri, "sample": sample}
 
@@ -91,19 +91,21 @@ def fetch_split(prefix: str, split: str, dest: Path, max_bytes: int | None = Non
 PROVENANCE = ("based_on_version",)  # classes.json fields that name a version, not content
 
 
-def window_digest(root: Path, split: str) -> str:
+def window_digest(root: Path, split: str, rec_hashed=None) -> str:
     """SHA-256 over what the loader reads: the window's ``.rec`` bytes, its ``.idx`` (and the
     masks' for segmentation) and ``classes.json``, each length-prefixed. Equal digests mean
     the loader is handed byte-identical files (``bench.json``'s ``dataset.sample.sha256``).
+    ``rec_hashed``: a SHA-256 already fed the ``.rec``'s header and bytes (the fetch hashes
+    them on their way), so the file is not read again.
 
     ``classes.json`` counts without ``based_on_version``: every version names its
     predecessor there, so its bytes differ every night while the classes the benchmark reads
     (``num_classes``, ids, ``ignore_index``) do not, and hashing them made reuse impossible."""
-    import hashlib
-
-    h = hashlib.sha256()
+    h = rec_hashed if rec_hashed is not None else hashlib.sha256()
     for name in (names.rec(split), names.idx(split), names.rec(split, mask=True),
                  names.idx(split, mask=True), names.CLASSES):
+        if rec_hashed is not None and name == names.rec(split):
+            continue
         path = root / name
         if not path.exists():
             h.update(b"-\n")
@@ -113,7 +115,7 @@ def window_digest(root: Path, split: str) -> str:
             h.update(f"{name}\t{len(data)}\n".encode())
             h.update(data)
             continue
-        h.update(f"{name}\t{path.stat().st_size}\n".encode())
+        h.update(_file_header(name, path.stat().st_size))
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
@@ -126,8 +128,6 @@ def split_identity(files: dict[str, dict], split: str, classes: bytes | None) ->
     SHA-256s) and ``classes.json``'s bytes: equal identities mean byte-identical ``.rec``,
     ``.idx`` (and masks) and the same classes, so the same window — known without reading
     a byte of it. None when a file the loader reads has no such record."""
-    import hashlib
-
     parts = []
     for name in (names.rec(split), names.idx(split), names.rec(split, mask=True),
                  names.idx(split, mask=True)):
@@ -205,17 +205,25 @@ def _key_window(entries: list[tuple[int, int]], keys: set[int], size: int
     return [ordered[i] for i in picked], (ends[picked[-1]] if picked else 0)
 
 
+def _file_header(name: str, size: int) -> bytes:
+    return f"{name}\t{size}\n".encode()
+
+
 def _fetch_window(uri: str, dest: Path, window: list[tuple[int, int]], end: int,
-                  idx_dest: Path) -> int:
-    """Bytes [0, end) of ``uri`` into ``dest`` in ``FETCH_CHUNK`` ranged reads, and an
-    ``.idx`` of ``window``; returns the bytes read."""
+                  idx_dest: Path, digest=None) -> int:
+    """Bytes [0, end) of ``uri`` into ``dest`` (``storage.iter_range``: ranged reads side by
+    side, written in order), and an ``.idx`` of ``window``; returns the bytes read.
+    ``digest``: a SHA-256 fed the file's :func:`window_digest` header and bytes."""
     read = 0
+    if digest is not None:
+        digest.update(_file_header(dest.name, end))
     with open(dest, "wb") as f:
-        for start in range(0, end, FETCH_CHUNK):
-            data = storage.get_range(uri, start, min(FETCH_CHUNK, end - start))
+        for data in storage.iter_range(uri, 0, end):
             if not data:
                 break
             f.write(data)
+            if digest is not None:
+                digest.update(data)
             read += len(data)
     idx_dest.write_text("".join(f"{k}\t{o}\n" for k, o in sorted(window, key=lambda e: e[0])))
     return read
