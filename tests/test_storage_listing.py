@@ -112,3 +112,11 @@ def test_faults_in_a_fanned_out_listing_are_retried_and_nothing_is_missed(
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         assert _listed(uri, threads=4) == whole
     assert proxy.stats["slowdown"] + proxy.stats["internal"] + proxy.stats["reset"] > 5
+
+
+def test_a_bucket_listed_from_its_root_fans_out_the_same(bucket, small_pages):
+    _put(bucket, "root", LAYOUTS["classes"])
+    _put(bucket, "other", LAYOUTS["flat"][:9])
+    one = _listed(f"s3://{bucket}", threads=1)
+    assert len(one) == len(LAYOUTS["classes"]) + 9
+    assert _listed(f"s3://{bucket}", threads=4) == one
