@@ -80,18 +80,8 @@ def iter_range(uri: str, start: int, end: int, threads: int = 8,
     fraction of what parallel ranges do. At most ``threads`` parts are in memory; a part the
     object ends inside is short, as ``get_range`` gives it."""
     part = part or RANGE_PART
-    window: collections.deque = collections.deque()
-    with ThreadPoolExecutor(max(1, threads)) as pool:
-        try:
-            for at in range(start, end, part):
-                window.append(pool.submit(objects.get_range, uri, at, min(part, end - at)))
-                if len(window) >= threads:
-                    yield window.popleft().result()
-            while window:
-                yield window.popleft().result()
-        finally:  # a failed part, or a caller that stopped: nothing more is read
-            for future in window:
-                future.cancel()
+    yield from _in_order(((objects.get_range, uri, at, min(part, end - at))
+                          for at in range(start, end, part)), threads, threads)
 
 
 def slice_read(data: bytes, read_start: int, start: int, length: int) -> bytes:
@@ -116,12 +106,24 @@ def prefetch(uris: Iterable[str], threads: int = 8, ahead: int | None = None
     with flat memory, and the consumer sees a deterministic order. The one prefetch every
     stage uses; ``quarantine.fetch_reason`` turns an exception into the object's reason.
     """
-    ahead = max(1, ahead or 4 * threads)
+    yield from _in_order(((_get_or_error, uri) for uri in uris), threads,
+                         max(1, ahead or 4 * threads))
+
+
+def _in_order(calls: Iterable[tuple], threads: int, ahead: int) -> Iterator:
+    """Each call's result (``calls``: ``(function, *args)``, taken as they are needed), in
+    the order given, ``threads`` running at once and never more than ``ahead`` results
+    waiting. A call's exception is raised here, and a caller that stops leaves nothing
+    queued."""
     window: collections.deque = collections.deque()
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        for uri in uris:
-            window.append(pool.submit(_get_or_error, uri))
-            if len(window) >= ahead:
+        try:
+            for function, *args in calls:
+                window.append(pool.submit(function, *args))
+                if len(window) >= ahead:
+                    yield window.popleft().result()
+            while window:
                 yield window.popleft().result()
-        while window:
-            yield window.popleft().result()
+        finally:
+            for future in window:
+                future.cancel()
