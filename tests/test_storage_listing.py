@@ -120,3 +120,24 @@ def test_a_bucket_listed_from_its_root_fans_out_the_same(bucket, small_pages):
     one = _listed(f"s3://{bucket}", threads=1)
     assert len(one) == len(LAYOUTS["classes"]) + 9
     assert _listed(f"s3://{bucket}", threads=4) == one
+
+
+
+def test_a_truncated_first_page_without_keys_is_listed_page_by_page(bucket, small_pages,
+                                                                     monkeypatch):
+    _put(bucket, "empty_first", LAYOUTS["classes"])
+    uri = f"s3://{bucket}/empty_first"
+    whole = _listed(uri, threads=1)
+    real, calls = retry.call, []
+
+    def call(operation, uri_, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:  # a page that holds no key but says more follow
+            return {"IsTruncated": True, "Contents": [], "NextContinuationToken": "again"}
+        if kwargs.get("ContinuationToken") == "again":
+            kwargs = {k: v for k, v in kwargs.items() if k != "ContinuationToken"}
+        return real(operation, uri_, **kwargs)
+
+    monkeypatch.setattr(retry, "call", call)
+    assert _listed(uri, threads=4) == whole
+    assert not any("Delimiter" in kwargs for kwargs in calls)  # no fan-out from no keys

@@ -63,7 +63,7 @@ def s3_rows(prefix_uri: str, threads: int = 1) -> Iterator[Row]:
     if not first.get("IsTruncated"):
         return
     keys = [o["Key"] for o in first.get("Contents", [])]
-    depth = _fan_out_depth(keys, prefix, PAGE_KEYS / threads) if threads > 1 and keys else 0
+    depth = _fan_out_depth(keys, prefix, PAGE_KEYS / threads) if threads > 1 else 0
     if depth == 0:
         for page in listing:
             yield from _rows(page, prefix)
