@@ -5,8 +5,8 @@ for every shard in a process pool here (mapped tasks in Airflow), each shard's s
 after the other in one worker, as a shard would flow through the DAG. A background thread
 imports what the later stages need (``warmup.warm_imports``) while the shards run where a
 core is spare beside them, else beside merge and validate (:func:`warm_beside`); and the
-loader benchmark runs beside the checklist (:func:`benchmark_beside_gate`), as the DAG runs
-their two tasks.
+loader benchmark runs beside validate and the checklist (:func:`benchmark_beside`), as the
+DAG runs their tasks.
 """
 
 from __future__ import annotations
@@ -87,19 +87,22 @@ def warm_beside(rest: list[stages.Stage]) -> threading.Thread | None:
     return warm_imports(later)
 
 
-def benchmark_beside_gate(run: Run) -> tuple[dict, dict, float]:
-    """The ``benchmark`` and ``quality_gate`` stages side by side: ``(benchmark's result,
-    the gate's, the benchmark's seconds)``.
+def benchmark_beside(run: Run, checks: tuple[str, ...]) -> tuple[dict, dict[str, float]]:
+    """The ``benchmark`` stage in a thread beside ``checks``, the stages the stage table
+    runs it beside (``Stage.beside``: validate, then the checklist), which run one after
+    the other in this thread: ``(each stage's result by task id, each one's seconds)``.
 
     The checklist needs the loader's results only for its last checks, and each stage
-    spends seconds before its real work (GX's import and the checklist's reads; the window
-    fetch, MXNet's start-up and the untimed value check). So the benchmark runs in a thread
-    from the start; the gate hands it the machine (``quiet``) when it asks for the results,
-    and waits while the loader is timed alone. The outcome is the sequence's: a failed
-    benchmark is the error raised (the gate, still waiting for its results, writes
-    nothing), and a failed gate's error is raised once the benchmark has ended. The DAG
-    keeps them as two tasks side by side (the benchmark runs on the GPU queue), the gate
-    waiting for the benchmark task (``recforge.orchestration.sibling``)."""
+    spends seconds before its real work (validate's reads, GX's import and the checklist's
+    reads; the window fetch, MXNet's start-up and the untimed value check). So the
+    benchmark runs from the start; the checklist hands it the machine (``quiet``) when it
+    asks for the results, and waits while the loader is timed alone. The outcome is the
+    sequence's (merge, validate, benchmark, checklist): a failed check before the
+    checklist is the error raised once the benchmark has ended, then a failed benchmark
+    (the checklist, still waiting for its results, writes nothing), then a failed
+    checklist. The DAG runs them as tasks side by side the same way (the benchmark on the
+    GPU queue), the checklist waiting for the benchmark task
+    (``recforge.orchestration.sibling``)."""
     quiet = threading.Event()
     outcome: dict = {}
 
@@ -123,18 +126,35 @@ def benchmark_beside_gate(run: Run) -> tuple[dict, dict, float]:
             raise outcome["error"]
 
     def loader_results() -> dict | None:
+        asked = time.perf_counter()
         benchmark_ended()
+        log.info("quality: waited %.1f s for the loader benchmark to finish",
+                 time.perf_counter() - asked)
         return bench_stage.bench_results(run)
 
+    results: dict = {}
+    seconds: dict[str, float] = {}
     thread = threading.Thread(target=measure, name="recforge-benchmark", daemon=True)
     thread.start()
-    try:
-        gate = stages.entry("quality_gate")(run, loader_results=loader_results)
-    except BaseException:
-        benchmark_ended()  # the benchmark's own error wins: it came first in the sequence
-        raise
+    for task_id in checks:
+        started = time.perf_counter()
+        try:
+            if task_id == "quality_gate":
+                results[task_id] = stages.entry(task_id)(run, loader_results=loader_results)
+            else:
+                results[task_id] = stages.entry(task_id)(run)
+        except BaseException:
+            if task_id == "quality_gate":
+                benchmark_ended()  # the benchmark's own error wins: it came first
+            else:                  # an earlier check's error wins: the benchmark's result
+                quiet.set()        # is not wanted, but it is not left running behind it
+                thread.join()
+            raise
+        seconds[task_id] = time.perf_counter() - started
     benchmark_ended()
-    return outcome["result"], gate, outcome["seconds"]
+    results["benchmark"] = outcome["result"]
+    seconds["benchmark"] = outcome["seconds"]
+    return results, seconds
 
 
 def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = None,
@@ -201,11 +221,16 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             log.info("dry run: not publishing; the dataset stays in %s", run.out)
             result["publish"] = None
             continue
-        if task_id == "benchmark" and i < len(plan) and plan[i].task_id == "quality_gate":
-            i += 1
-            result["benchmark"], result["quality_gate"], bench_s = benchmark_beside_gate(run)
-            timings["benchmark"] = round(bench_s, 2)
-            timings["quality_gate"] = round(time.perf_counter() - started, 2)
+        # a stage that runs beside this one and the next (the benchmark beside validate
+        # and the checklist): the whole run of them at once
+        beside = next((s for s in plan[i:] if s.beside and s.beside[0] == task_id), None)
+        if beside is not None and beside.task_id == "benchmark":
+            ids = [s.task_id for s in plan]
+            checks = tuple(t for t in beside.beside if t in ids)
+            i = max(ids.index(t) for t in (*checks, beside.task_id)) + 1
+            got, seconds = benchmark_beside(run, checks)
+            result.update(got)
+            timings.update({t: round(v, 2) for t, v in seconds.items()})
             continue
         result[task_id] = stages.entry(task_id)(run)
         timings[task_id] = round(time.perf_counter() - started, 2)

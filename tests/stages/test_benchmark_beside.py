@@ -1,5 +1,6 @@
-"""``recforge build`` runs the loader benchmark beside the checklist: the untimed parts
-overlap, the timed part runs alone, and the outcome is the sequence's."""
+"""``recforge build`` runs the loader benchmark beside validate and the checklist: the
+untimed parts overlap, the timed part runs alone, and the outcome is the sequence's
+(validate, benchmark, checklist)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ BENCH_JSON = {"summary": "the loader's results"}
 
 
 class Stages:
-    """Fake ``benchmark`` and ``quality_gate`` stages that log what they do, in order."""
+    """Fake ``validate``, ``benchmark`` and ``quality_gate`` stages that log what they do,
+    in order."""
 
-    def __init__(self, bench_error=None, gate_error=None, gate_asks=True):
+    def __init__(self, bench_error=None, gate_error=None, gate_asks=True, validate_error=None):
         self.events: list[str] = []
         self.lock = threading.Lock()
         self.bench_error, self.gate_error, self.gate_asks = bench_error, gate_error, gate_asks
+        self.validate_error = validate_error
         self.gate_saw = None
 
     def note(self, what: str) -> None:
@@ -40,6 +43,14 @@ class Stages:
         self.note("bench: done")
         return {"uri": "bench.json"}
 
+    def validate(self, run):
+        self.note("validate: reads")
+        time.sleep(0.1)
+        if self.validate_error:
+            raise self.validate_error
+        self.note("validate: done")
+        return {"valid": True}
+
     def quality_gate(self, run, loader_results=None):
         self.note("gate: reads")
         time.sleep(0.3)  # GX's import, the inputs, the frames
@@ -52,7 +63,8 @@ class Stages:
         return {"ok": True}
 
     def entry(self, task_id):
-        return {"benchmark": self.benchmark, "quality_gate": self.quality_gate}[task_id]
+        return {"benchmark": self.benchmark, "quality_gate": self.quality_gate,
+                "validate": self.validate}[task_id]
 
 
 @pytest.fixture
@@ -65,35 +77,57 @@ def fake(monkeypatch):
     return make
 
 
+CHECKS = ("validate", "quality_gate")
+
+
+def beside(checks=CHECKS):
+    return pipeline.benchmark_beside(run=object(), checks=checks)
+
+
 def test_the_untimed_parts_overlap_and_the_timing_runs_alone(fake):
     st = fake()
     started = time.perf_counter()
-    bench, gate, bench_s = pipeline.benchmark_beside_gate(run=object())
+    results, seconds = beside()
     wall = time.perf_counter() - started
-    assert bench == {"uri": "bench.json"} and gate == {"ok": True}
+    assert results == {"validate": {"valid": True}, "benchmark": {"uri": "bench.json"},
+                       "quality_gate": {"ok": True}}
     assert st.gate_saw == BENCH_JSON
     ev = st.events
-    # both started before either finished its untimed part
-    assert {ev[0], ev[1]} == {"bench: untimed", "gate: reads"}
+    # the benchmark starts with validate, and validate ends before the checklist starts
+    assert {ev[0], ev[1]} == {"bench: untimed", "validate: reads"}
+    assert ev.index("validate: done") < ev.index("gate: reads") < ev.index("bench: timed")
     # the timing starts only once the gate stops for the results, and the gate goes on
     # only once the timing is over
     assert ev.index("bench: timed") > ev.index("bench: waits for quiet")
     assert ev[ev.index("bench: timed"):] == ["bench: timed", "bench: done",
                                                "gate: has the results", "gate: writes"]
-    assert 0.4 <= bench_s and wall < 0.2 + 0.3 + 0.2 + 0.2  # less than one after the other
+    assert set(seconds) == {"validate", "benchmark", "quality_gate"}
+    assert 0.4 <= seconds["benchmark"] and seconds["validate"] >= 0.1
+    # less than one after the other (0.1 + 0.4 + 0.3 + the results)
+    assert wall < 0.1 + 0.2 + 0.3 + 0.2 + 0.2
+
+
+def test_a_failed_validate_is_the_error_once_the_benchmark_has_ended(fake):
+    st = fake(validate_error=RecforgeFailure("train.idx disagrees with train.rec"),
+              bench_error=RuntimeError("MXNet died"))
+    with pytest.raises(RecforgeFailure, match="disagrees"):
+        beside()
+    # the checklist never started, and the benchmark was not left running behind it
+    assert not any(e.startswith("gate:") for e in st.events)
+    assert st.events[-1] == "bench: timed"
 
 
 def test_a_failed_benchmark_is_the_error_and_the_gate_writes_nothing(fake):
     st = fake(bench_error=RecforgeFailure("the loader missed its floor"))
     with pytest.raises(RecforgeFailure, match="missed its floor"):
-        pipeline.benchmark_beside_gate(run=object())
+        beside()
     assert "gate: writes" not in st.events and st.gate_saw is None
 
 
 def test_a_failed_gate_raises_once_the_benchmark_has_ended(fake):
     st = fake(gate_error=ValueError("the checklist could not read its inputs"))
     with pytest.raises(ValueError, match="could not read"):
-        pipeline.benchmark_beside_gate(run=object())
+        beside()
     assert st.events[-1] == "bench: done"  # not left running behind the error
 
 
@@ -101,7 +135,7 @@ def test_when_both_fail_the_benchmarks_error_wins(fake):
     fake(bench_error=RuntimeError("MXNet died"),
          gate_error=ValueError("the checklist could not read its inputs"))
     with pytest.raises(RuntimeError, match="MXNet died"):
-        pipeline.benchmark_beside_gate(run=object())
+        beside()
 
 
 def test_a_benchmark_that_dies_inside_the_gates_wait_is_not_wrapped(monkeypatch):
@@ -117,4 +151,4 @@ def test_a_benchmark_that_dies_inside_the_gates_wait_is_not_wrapped(monkeypatch)
     st = Wrapping(bench_error=RuntimeError("MXNet died"))
     monkeypatch.setattr(stages, "entry", st.entry)
     with pytest.raises(RuntimeError, match="MXNet died"):
-        pipeline.benchmark_beside_gate(run=object())
+        beside()
