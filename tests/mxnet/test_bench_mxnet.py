@@ -55,6 +55,40 @@ def test_sweep_measures_each_effective_value_once(dataset, monkeypatch):
     assert any("above MXNet's cap" in w for w in res["warnings"])
 
 
+class TestValueCheckInParts:
+    """The untimed value check reads the window with iterators side by side, each over its
+    part (``num_parts`` / ``part_index``): the same records checked as by one iterator."""
+
+    CHECKED = ("records_covered", "of_records", "value_min", "value_max",
+               "label_min", "label_max", "shapes", "dtypes", "all_finite", "problems")
+
+    def check(self, root: Path, procs: int, **opts) -> dict:
+        return loader.check_values(root, BenchOptions(**{**FAST, **opts}), 1,
+                                   device.resolve_device("cpu"), None, procs)
+
+    def test_two_iterators_check_what_one_does(self, tmp_path):
+        pack(tmp_path, n=72)  # 4.5 batches of 16
+        one, two = self.check(tmp_path, 1), self.check(tmp_path, 2)
+        assert one["iterators"] == 1 and two["iterators"] == 2
+        assert {k: one[k] for k in self.CHECKED} == {k: two[k] for k in self.CHECKED}
+        # 36 records a part: each ends on a padded batch, one more batch than one iterator
+        assert two["records_covered"] == 72 and (one["batches"], two["batches"]) == (5, 6)
+        assert [b["batch"] for b in two["per_batch"]] == list(range(6))
+
+    def test_the_cap_is_shared_between_the_parts(self, dataset):
+        got = self.check(dataset, 2, max_check_batches=3)
+        assert got["iterators"] == 2 and got["batches"] == 3
+        assert got["records_covered"] == 48
+
+    def test_one_iterator_where_a_part_would_hold_less_than_a_batch_or_no_core_is_spare(
+            self, dataset):
+        assert self.check(dataset, 2, batch_size=48)["iterators"] == 1
+        assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=2, procs=2) == 1
+        assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16) == 2
+        assert loader.value_check_parts(BenchOptions(**{**FAST, "loader": "detection"}), 64,
+                                        threads=1, procs=16) == 1
+
+
 class TestMXNetBehaviour:
     def test_images_smaller_than_data_shape_are_upscaled_and_reported(self, tmp_path):
         """MXNet 1.9.1 does not fail on images smaller than data_shape: it upscales them

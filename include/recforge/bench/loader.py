@@ -22,6 +22,7 @@ import os
 import re
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,6 +38,7 @@ _THREADS_RE = re.compile(r"use (\d+) threads for decoding")
 _PAD_WIDTH_RE = re.compile(r"label padding width: (\d+)")  # ImageDetRecordIter's log line
 
 DET_ITER = "mx.io.ImageDetRecordIter"
+VALUE_CHECK_PARTS = 2  # the most iterators the untimed value check runs side by side
 # ImageDetRecordIter prefixes each label row with (channels, height, width, label length)
 DET_PREFIX = 4
 
@@ -142,8 +144,9 @@ def explain_iter_error(exc: Exception, rec: Path, opts: BenchOptions,
 
 
 def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | None,
-               device_id: int = 0):
-    """Construct the iterator (which decodes the first batch); returns (iter, seconds, log)."""
+               device_id: int = 0, parts: tuple[int, int] | None = None):
+    """Construct the iterator (which decodes the first batch); returns (iter, seconds, log).
+    ``parts``: ``(num_parts, part_index)``, the iterator reads that part of the records."""
     rec = root / names.rec(opts.split)
     t0 = time.perf_counter()
     failure = None
@@ -152,7 +155,10 @@ def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | N
             # MXDataIter.__init__ fetches the first batch, so this is time to first batch
             make = mx.io.ImageDetRecordIter if opts.loader == "detection" \
                 else mx.io.ImageRecordIter
-            it = make(**_iter_kwargs(root, opts, threads, verbose=True, device_id=device_id))
+            kw = _iter_kwargs(root, opts, threads, verbose=True, device_id=device_id)
+            if parts is not None:
+                kw.update(num_parts=parts[0], part_index=parts[1])
+            it = make(**kw)
         except mx.base.MXNetError as exc:
             failure = exc
     seconds = time.perf_counter() - t0
@@ -358,24 +364,92 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
     return out
 
 
+def value_check_parts(opts: BenchOptions, n_records: int, threads: int, procs: int) -> int:
+    """How many iterators the value check runs side by side, each over its part of the
+    window (``num_parts``/``part_index``): up to ``VALUE_CHECK_PARTS`` where the host has
+    the cores for their decode threads (MXNet caps an iterator's threads at
+    ``max(nprocs/2 - 1, 1)``, so one iterator leaves half the cores idle), each part at
+    least a batch. ImageDetRecordIter splits its file by bytes, without an index: one."""
+    if opts.loader == "detection":
+        return 1
+    return max(1, min(VALUE_CHECK_PARTS, procs // max(threads, 1),
+                      n_records // opts.batch_size))
+
+
 def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
-                 sizes: dict | None = None) -> dict:
+                 sizes: dict | None = None, procs: int = 1) -> dict:
     """Untimed pass: value range and finiteness of every batch of one epoch.
 
     One epoch (capped at ``max_check_batches``) sees every record once. Reductions run on the
-    GPU when there is one (after the same copy training does), else in numpy.
+    GPU when there is one (after the same copy training does), else in numpy. The window is
+    read by ``value_check_parts`` iterators side by side (``procs``: the host's CPUs), each
+    over its part for one epoch of it, together within the cap: the same records and
+    checks in less time, since the pass is untimed.
     """
     import mxnet as mx
-    import numpy as np
 
     n_records = count_records(root / names.idx(opts.split))
-    n_batches = min(math.ceil(n_records / opts.batch_size), opts.max_check_batches)
+    parts = value_check_parts(opts, n_records, threads, procs)
     ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
-    it, _, _ = _open_iter(mx, root, opts, threads, sizes, device["gpu_id"] or 0)
+    # opened one after another: opening captures fd 2 for MXNet's log line
+    iters = [_open_iter(mx, root, opts, threads, sizes, device["gpu_id"] or 0,
+                        parts=(parts, p) if parts > 1 else None)[0] for p in range(parts)]
+    if parts == 1:
+        n_batches = min(math.ceil(n_records / opts.batch_size), opts.max_check_batches)
+        checked = [_check_batches(mx, iters[0], n_batches, ctx, opts, wrap=True)]
+    else:
+        caps = [opts.max_check_batches // parts + (p < opts.max_check_batches % parts)
+                for p in range(parts)]
+        with ThreadPoolExecutor(parts, thread_name_prefix="recforge-value-check") as pool:
+            checked = list(pool.map(lambda ic: _check_batches(mx, ic[0], ic[1], ctx, opts),
+                                    zip(iters, caps, strict=True)))
+    rows, problems = [], []
+    for i, r in enumerate(r for got in checked for r in got):
+        if not r.pop("labels_finite"):
+            problems.append(f"value check batch {i}: labels hold NaN or Inf")
+        if not r["finite"]:
+            problems.append(f"value check batch {i}: data has NaN or Inf")
+        rows.append({**r, "batch": i})
+    covered = sum(opts.batch_size - r["pad"] for r in rows)
+    del iters
+    lo = min(r["min"] for r in rows)
+    hi = max(r["max"] for r in rows)
+    if hi <= lo:
+        problems.append(f"every value of every checked batch is {lo}: the images decode to a "
+                        "constant (corrupt data or a wrong mean/std)")
+    out = {
+        "batches": len(rows), "records_covered": min(n_records, covered),
+        "of_records": n_records, "iterators": parts, "value_min": lo, "value_max": hi,
+        "all_finite": all(r["finite"] for r in rows),
+        "label_min": span(rows, "label_min", min),
+        "label_max": span(rows, "label_max", max),
+        "shapes": sorted({tuple(r["shape"]) for r in rows}),
+        "dtypes": sorted({r["dtype"] for r in rows}),
+        "per_batch": rows, "problems": problems,
+        "note": "untimed pass with the spec's preprocess_threads (as MXNet caps them), before "
+                "the timed sweep; with several iterators, each over its part of the window",
+    }
+    if opts.loader == "detection":
+        out["detection"] = detection_summary(rows)
+        problems += detection_problems(out["detection"], "value check")
+    return out
+
+
+def _check_batches(mx, it, n_batches: int, ctx, opts: BenchOptions, wrap: bool = False
+                   ) -> list[dict]:
+    """Up to ``n_batches`` of ``it`` checked (the end of its epoch ends them, unless
+    ``wrap``): each batch's row, with ``labels_finite``."""
+    import numpy as np
+
     rows = []
-    problems = []
     for i in range(n_batches):
-        batch, _ = _next(it)
+        if wrap:
+            batch, _ = _next(it)
+        else:
+            try:
+                batch = it.next()
+            except StopIteration:
+                break
         data = batch.data[0]
         if ctx is not None:
             data = data.as_in_context(ctx)
@@ -389,30 +463,6 @@ def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
         pad = int(batch.pad or 0)
         rows.append({"batch": i, "shape": list(data.shape), "dtype": np.dtype(data.dtype).name,
                      "min": lo, "max": hi, "finite": finite,
-                     **label_stats(labels, opts, pad), "pad": pad})
-        if not bool(np.isfinite(labels).all()):
-            problems.append(f"value check batch {i}: labels hold NaN or Inf")
-        if not finite:
-            problems.append(f"value check batch {i}: data has NaN or Inf")
-    del it
-    lo = min(r["min"] for r in rows)
-    hi = max(r["max"] for r in rows)
-    if hi <= lo:
-        problems.append(f"every value of every checked batch is {lo}: the images decode to a "
-                        "constant (corrupt data or a wrong mean/std)")
-    out = {
-        "batches": len(rows), "records_covered": min(n_records, len(rows) * opts.batch_size),
-        "of_records": n_records, "value_min": lo, "value_max": hi,
-        "all_finite": all(r["finite"] for r in rows),
-        "label_min": span(rows, "label_min", min),
-        "label_max": span(rows, "label_max", max),
-        "shapes": sorted({tuple(r["shape"]) for r in rows}),
-        "dtypes": sorted({r["dtype"] for r in rows}),
-        "per_batch": rows, "problems": problems,
-        "note": "untimed pass with the spec's preprocess_threads (as MXNet caps them), before "
-                "the timed sweep",
-    }
-    if opts.loader == "detection":
-        out["detection"] = detection_summary(rows)
-        problems += detection_problems(out["detection"], "value check")
-    return out
+                     **label_stats(labels, opts, pad), "pad": pad,
+                     "labels_finite": bool(np.isfinite(labels).all())})
+    return rows

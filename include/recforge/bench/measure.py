@@ -153,7 +153,8 @@ def _run(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict
     cap = thread_cap(procs)
     # the values do not depend on the thread count: the setting users train with
     try:
-        values = check_values(root, opts, min(opts.preprocess_threads, cap), device, sizes)
+        values = check_values(root, opts, min(opts.preprocess_threads, cap), device, sizes,
+                              procs)
     except LoaderBenchError as exc:
         if sizes is not None or exc.__cause__ is None:
             raise
