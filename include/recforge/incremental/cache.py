@@ -148,20 +148,24 @@ def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[Span, li
 
 
 def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str],
-             out: Path) -> dict:
+             out: Path, verified: dict[int, str] | None = None) -> dict:
     """Chunks, in order → ``out/part.rec/.idx/.lst``, ``records.jsonl``, the quarantine and
     the chunk index (``chunks.json``), byte for byte what packing the whole shard at once
-    writes."""
+    writes. ``verified``: part number → the SHA-256 its bytes were just checked against
+    (fetched chunks), not computed again. The result's ``rec`` is ``part.rec``'s size and
+    SHA-256, hashed as it was written."""
     part = names.SHARD_PART
+    verified = verified or {}
     manifest, refused, index, base = [], [], [], 0
-    with open(out / names.rec(part), "wb") as rec, \
+    with storage.HashingWriter(out / names.rec(part)) as rec, \
             open(out / names.idx(part), "w", encoding="ascii", newline="\n") as idx, \
             open(out / names.lst(part), "w", encoding="utf-8") as lst:
-        for (data, records, quarantined), h in zip(parts, hashes, strict=True):
-            digest, length = hashlib.sha256(), 0
+        for i, ((data, records, quarantined), h) in enumerate(zip(parts, hashes, strict=True)):
+            digest, length = (None if i in verified else hashlib.sha256()), 0
             for piece in pieces(data):
                 rec.write(piece)
-                digest.update(piece)
+                if digest is not None:
+                    digest.update(piece)
                 length += len(piece)
             for r in records:
                 r = {**r, "offset": r["offset"] + base}
@@ -170,14 +174,15 @@ def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str
                 manifest.append(r)
             refused.append(quarantined)
             index.append({"hash": h, "start": base, "length": length,
-                          "sha256": digest.hexdigest(), "records": records,
-                          "quarantine": quarantined})
+                          "sha256": verified[i] if digest is None else digest.hexdigest(),
+                          "records": records, "quarantine": quarantined})
             base += length
     storage.write_jsonl(str(out / names.RECORDS), manifest)
     text = "".join(refused)
     (out / names.QUARANTINE).write_text(text, encoding="utf-8")
     (out / CHUNK_INDEX).write_text(json.dumps(index), encoding="utf-8")
-    return {"packed": len(manifest), "quarantined": len(quarantine.loads(text.encode()))}
+    return {"packed": len(manifest), "quarantined": len(quarantine.loads(text.encode())),
+            "rec": rec.digest()}
 
 
 class Source(NamedTuple):
@@ -249,7 +254,8 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
     """Build a shard in ``work`` from its chunks: those the previous shards (the rows'
     ``cache`` hints; a whole cached shard that did not verify is its own source) hold are
     fetched and verified, the others packed in one pass with
-    ``pack_chunk(rows, dir)``. Returns counts and how many chunks were packed."""
+    ``pack_chunk(rows, dir)``. Returns counts, how many chunks were packed and ``rec``
+    (``part.rec``'s size and SHA-256, as :func:`assemble` wrote it)."""
     opts = fingerprint.options_hash(run.spec)
     groups = chunks(rows)
     hashes = [fingerprint.chunk_hash(g, opts) for g in groups]
@@ -267,7 +273,7 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
         pack_chunk([r for i in misses for r in groups[i]], d)
         for i, part in zip(misses, split_packed(d, [groups[i] for i in misses]), strict=True):
             parts[i] = part
-    counts = assemble(parts, hashes, work)
+    counts = assemble(parts, hashes, work, {i: wanted[i].chunk["sha256"] for i in found})
     runs = reusable(parts, {i: wanted[i] for i in found})
     (work / REUSABLE).write_text(json.dumps(runs), encoding="utf-8")
     return {**counts, "chunks": len(groups), "chunks_packed": len(misses)}
@@ -343,7 +349,8 @@ def write_entry(run: Run, rows: list[dict], work: Path, files: tuple[str, ...], 
     storage.write_json(storage.join(entry, ENTRY), {
         "files": {f: found[f] for f in files}, "meta": meta,
         "counts": {k: counts[k] for k in ("packed", "quarantined")},
-        "chunks": json.loads((work / CHUNK_INDEX).read_text(encoding="utf-8"))})
+        "chunks": json.loads((work / CHUNK_INDEX).read_text(encoding="utf-8"))},
+        indent=None)  # every record of the shard: read by pack only
     return entry
 
 

@@ -113,14 +113,17 @@ def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str,
     return report.records
 
 
-def describe_shard(run: Run, shard_id: str, work: Path, masks: bool) -> dict:
+def describe_shard(run: Run, shard_id: str, work: Path, masks: bool,
+                   digests: dict[str, dict] | None = None) -> dict:
     """Check the shard in ``work`` and return its ``shard.json``: record count and each
-    file's size and SHA-256 (merge composes from them, publish verifies against them)."""
+    file's size and SHA-256 (merge composes from them, publish verifies against them);
+    ``digests``: those already known, hashed as the file was written."""
     classes = storage.read_json(run.classes)
     records = check_shard(work, classes.get("num_classes"), masks, shard_id,
                           classes.get("task") == "detection")
+    known = digests or {}
     return {"shard": shard_id, "records": records, "masks": masks,
-            "files": {name: storage.file_digest(work / name)
+            "files": {name: known.get(name) or storage.file_digest(work / name)
                       for name in names.shard_files(masks=masks)}}
 
 
@@ -215,7 +218,9 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
                 opts, target=process_hashed)) if isolated else None)
             counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
                 chunk, run.spec.source.uri, opts, d, processor=processor, labels=labels))
-        meta = describe_shard(run, shard_id, work, masks=False)
+        rec = counts.pop("rec")  # hashed as assemble wrote it
+        meta = describe_shard(run, shard_id, work, masks=False,
+                              digests={names.rec(names.SHARD_PART): rec})
         entry = cache.write_entry(run, rows, work, CACHED_FILES, meta, counts)
         log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,
                  counts["chunks_packed"], counts["chunks"])
