@@ -80,13 +80,15 @@ class TestValueCheckInParts:
         assert got["iterators"] == 2 and got["batches"] == 3
         assert got["records_covered"] == 48
 
-    def test_one_iterator_where_a_part_would_hold_less_than_a_batch_or_no_core_is_spare(
+    def test_one_iterator_where_a_part_would_hold_less_than_a_batch_no_core_is_spare_or_a_gpu(
             self, dataset):
         assert self.check(dataset, 2, batch_size=48)["iterators"] == 1
         assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=2, procs=2) == 1
         assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16) == 2
         assert loader.value_check_parts(BenchOptions(**{**FAST, "loader": "detection"}), 64,
                                         threads=1, procs=16) == 1
+        assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16,
+                                        device_kind="gpu") == 1
 
 
 class TestMXNetBehaviour:

@@ -364,13 +364,16 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
     return out
 
 
-def value_check_parts(opts: BenchOptions, n_records: int, threads: int, procs: int) -> int:
+def value_check_parts(opts: BenchOptions, n_records: int, threads: int, procs: int,
+                      device_kind: str = "cpu") -> int:
     """How many iterators the value check runs side by side, each over its part of the
     window (``num_parts``/``part_index``): up to ``VALUE_CHECK_PARTS`` where the host has
     the cores for their decode threads (MXNet caps an iterator's threads at
     ``max(nprocs/2 - 1, 1)``, so one iterator leaves half the cores idle), each part at
-    least a batch. ImageDetRecordIter splits its file by bytes, without an index: one."""
-    if opts.loader == "detection":
+    least a batch. One for ImageDetRecordIter, which splits its file by bytes without an
+    index, and on a GPU, where the reductions are MXNet operations: they stay in one
+    Python thread."""
+    if opts.loader == "detection" or device_kind != "cpu":
         return 1
     return max(1, min(VALUE_CHECK_PARTS, procs // max(threads, 1),
                       n_records // opts.batch_size))
@@ -389,7 +392,7 @@ def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
     import mxnet as mx
 
     n_records = count_records(root / names.idx(opts.split))
-    parts = value_check_parts(opts, n_records, threads, procs)
+    parts = value_check_parts(opts, n_records, threads, procs, device["kind"])
     ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
     # opened one after another: opening captures fd 2 for MXNet's log line
     iters = [_open_iter(mx, root, opts, threads, sizes, device["gpu_id"] or 0,
