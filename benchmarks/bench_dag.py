@@ -257,8 +257,8 @@ def main() -> int:
                       f"{statistics.median(cli):>9.1f}s" if None not in cli else f"{'-':>10}"]
         print(f"{stage:<13} " + " ".join(cells))
     print("stage: DAG, the first task's start to the last one's end; CLI, recforge build's own "
-          "timing (the benchmark runs beside validate and quality_gate in the DAG, beside "
-          "quality_gate in the CLI, inside its time)")
+          "timing (the benchmark runs beside validate and quality_gate in both; the CLI's "
+          "quality_gate is the checklist's start to the end of both)")
     print("tasks/shards: the DAG's pack tasks / the shards planned (auto: a task packs "
           "several)")
     print("start-up: median of a task's start to its first recforge log line; start-ups: "
