@@ -221,14 +221,13 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             log.info("dry run: not publishing; the dataset stays in %s", run.out)
             result["publish"] = None
             continue
-        # a stage that runs beside this one and the next (the benchmark beside validate
-        # and the checklist): the whole run of them at once
-        beside = next((s for s in plan[i:] if s.beside and s.beside[0] == task_id), None)
-        if beside is not None and beside.task_id == "benchmark":
+        # the benchmark runs beside this stage and the next (validate and the checklist):
+        # the whole run of them at once
+        bench = next((s for s in plan[i:] if s.task_id == "benchmark"), None)
+        if bench is not None and bench.beside and bench.beside[0] == task_id:
             ids = [s.task_id for s in plan]
-            checks = tuple(t for t in beside.beside if t in ids)
-            i = max(ids.index(t) for t in (*checks, beside.task_id)) + 1
-            got, seconds = benchmark_beside(run, checks)
+            i = max(ids.index(t) for t in (*bench.beside, bench.task_id)) + 1
+            got, seconds = benchmark_beside(run, bench.beside)
             result.update(got)
             timings.update({t: round(v, 2) for t, v in seconds.items()})
             continue
