@@ -131,8 +131,8 @@ def upload_shard(run: Run, shard_id: str, work: Path, masks: bool) -> None:
     """Check the shard in ``work`` and upload it, ``shard.json`` last: merge takes the sizes
     and checksums from it, and its presence means the shard is whole."""
     meta = describe_shard(run, shard_id, work, masks)
-    for name in meta["files"]:
-        storage.upload(work / name, run.shard_output(shard_id, name))
+    for name, digest in meta["files"].items():
+        storage.upload(work / name, run.shard_output(shard_id, name), sha256=digest["sha256"])
     storage.write_json(run.shard_output(shard_id, names.SHARD_META), meta)
 
 

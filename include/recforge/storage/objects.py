@@ -152,11 +152,13 @@ def download(uri: str, dest: str | os.PathLike) -> None:
 
 
 def upload(src: str | os.PathLike, uri: str,
-           reusing: Iterable[multipart.Reusable] = ()) -> str:
-    """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent.
-    ``reusing``: runs of it the store already holds, copied there rather than sent
-    (``multipart.upload_file``; S3 only)."""
-    digest = recording.sha256_file(src)
+           reusing: Iterable[multipart.Reusable] = (), sha256: str | None = None) -> str:
+    """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent, or
+    ``sha256`` where the caller hashed it as it wrote it (it goes with a one-request upload
+    as the object's checksum, which S3 checks the bytes against). ``reusing``: runs of it
+    the store already holds, copied there rather than sent (``multipart.upload_file``; S3
+    only)."""
+    digest = sha256 or recording.sha256_file(src)
     if is_s3(uri):
         multipart.upload_file(src, uri, sha256=digest, reusing=list(reusing))
     else:
