@@ -31,8 +31,10 @@ shard) and the ETag the store gave it, every other file with its whole-file SHA-
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import tempfile
@@ -174,50 +176,61 @@ def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
     shards, in order, and append their records (offsets shifted) to ``records``; returns
     the record count, the checksums of the files written and the ``.rec`` composes still
     running in ``composing`` (each a future of its checksums entry; with no executor they
-    are done). The offsets come from the shard sizes pack recorded, so the small files —
-    each shard's read ``threads`` at a time (:func:`each_object`) — stream while the store
-    composes the ``.rec``."""
+    are done). The offsets come from the shard sizes pack recorded, so the small files — one
+    stream of every shard's ``.idx``, ``.lst`` and records in the order they are written,
+    ``threads`` read at a time (:func:`each_object`) — flow while the store composes the
+    ``.rec``."""
     part = names.SHARD_PART
     masks = bool(shards) and all(s.masks for s in shards)
+    kinds = (False, True) if masks else (False,)
     checksums: dict[str, dict] = {}
     bases: dict[bool, list[int]] = {}
     composes: list[Future] = []
-    for mask in (False, True) if masks else (False,):
-        pieces = [s.files[names.rec(part, mask)] for s in shards]
-        sizes = [p["size"] for p in pieces]
-        bases[mask] = storage.part_offsets(sizes)
-        rec = storage.join(out, names.rec(split, mask))
-        job = functools.partial(_compose_rec, [s.file(names.rec(part, mask)) for s in shards],
-                                rec, pieces)
-        composes.append(composing.submit(job) if composing is not None else _done(job()))
-        with storage.HashingWriter(tmp / names.idx(split, mask)) as idx:
-            idx_files = each_object((s.file(names.idx(part, mask)) for s in shards), threads)
-            for data, base in zip(idx_files, bases[mask], strict=True):
-                for line in _lines(data):
-                    if line.strip():
-                        key, offset = line.split(b"\t")
-                        idx.write(b"%s\t%d\n" % (key, int(offset) + base))
-        checksums[idx_name := names.idx(split, mask)] = idx.digest()
-        _upload_and_drop(tmp / idx_name, out)
-    with storage.HashingWriter(tmp / names.lst(split)) as lst:
-        for data in each_object((s.file(names.lst(part)) for s in shards), threads):
-            lst.write(data)
-    checksums[names.lst(split)] = lst.digest()
-    _upload_and_drop(tmp / names.lst(split), out)
-    count = 0
-    for i, data in enumerate(each_object((s.file(names.RECORDS) for s in shards), threads)):
-        for line in _lines(data):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            row["offset"] += bases[False][i]
-            if masks and "mask_offset" in row:
-                row["mask_offset"] += bases[True][i]
-            records.write((json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-                          .encode("utf-8"))
-            accounting.record(row)
-            count += 1
-    return count, checksums, composes
+    # one stream of every small file, in the order they are written: the next file's
+    # reads start while this one's are written and uploaded, not after
+    small = each_object([s.file(names.idx(part, mask)) for mask in kinds for s in shards]
+                        + [s.file(names.lst(part)) for s in shards]
+                        + [s.file(names.RECORDS) for s in shards], threads)
+    with contextlib.closing(small):  # an error stops the reads ahead
+        def one_per_shard() -> Iterator[bytes]:
+            """The stream's next file of each shard."""
+            return itertools.islice(small, len(shards))
+
+        for mask in kinds:
+            pieces = [s.files[names.rec(part, mask)] for s in shards]
+            sizes = [p["size"] for p in pieces]
+            bases[mask] = storage.part_offsets(sizes)
+            rec = storage.join(out, names.rec(split, mask))
+            job = functools.partial(_compose_rec, [s.file(names.rec(part, mask)) for s in shards],
+                                    rec, pieces)
+            composes.append(composing.submit(job) if composing is not None else _done(job()))
+            with storage.HashingWriter(tmp / names.idx(split, mask)) as idx:
+                for data, base in zip(one_per_shard(), bases[mask], strict=True):
+                    for line in _lines(data):
+                        if line.strip():
+                            key, offset = line.split(b"\t")
+                            idx.write(b"%s\t%d\n" % (key, int(offset) + base))
+            checksums[idx_name := names.idx(split, mask)] = idx.digest()
+            _upload_and_drop(tmp / idx_name, out)
+        with storage.HashingWriter(tmp / names.lst(split)) as lst:
+            for data in one_per_shard():
+                lst.write(data)
+        checksums[names.lst(split)] = lst.digest()
+        _upload_and_drop(tmp / names.lst(split), out)
+        count = 0
+        for i, data in enumerate(one_per_shard()):
+            for line in _lines(data):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                row["offset"] += bases[False][i]
+                if masks and "mask_offset" in row:
+                    row["mask_offset"] += bases[True][i]
+                records.write((json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+                              .encode("utf-8"))
+                accounting.record(row)
+                count += 1
+        return count, checksums, composes
 
 
 def _compose_rec(parts: list[str], dest: str, pieces: list[dict]) -> dict[str, dict]:
