@@ -12,7 +12,9 @@ On N photo-like JPEGs (``bench_pack.generate(..., "photos", N)``: half ImageNet-
 
 Every build is a fresh dataset (a new publish root and staging), so the shard cache never
 makes it free. Reported: medians of ``--repeat`` rounds of each whole command, its ratio to
-im2rec.py, each build's per-stage seconds (``recforge build --json``'s ``seconds``), the
+im2rec.py, its CPU seconds and the S3 server's beside it (``cpu``: on these cores no
+schedule goes below their sum over the core count, the "floor" column), each build's
+per-stage seconds (``recforge build --json``'s ``seconds``), the
 pack stage's rate (images / pack seconds) next to ``recforge im2rec``'s, the largest pack
 task's peak memory and the S3 requests per image. ``--shard-size 5000`` packs all the photos
 in one task, for the memory of a 5,000-image shard.
@@ -44,6 +46,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_pack  # noqa: E402 - the generator and MXNet's im2rec.py live there
+import cpu  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSES = ("cat", "dog", "fox", "owl")
@@ -79,20 +82,19 @@ def spec_doc(source: str, publish: str, shard_size: int) -> dict:
     }
 
 
-def timed(cmd: list[str], env: dict) -> tuple[float, str]:
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+def timed(cmd: list[str], env: dict) -> tuple[cpu.Spent, str]:
+    out, spent = cpu.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{cmd[:4]} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return wall, out.stdout
+    return spent, out.stdout
 
 
-def build(spec: Path, env: dict, workers: int, source: str, publish: str) -> tuple[float, dict]:
-    wall, out = timed([sys.executable, "-m", "recforge.cli", "build", str(spec), "--json",
-                       "--progress", "lines", "--workers", str(workers), "--source", source,
-                       "--publish", publish], env)
-    return wall, json.loads(out[out.index("\n{") + 1:])
+def build(spec: Path, env: dict, workers: int, source: str, publish: str
+          ) -> tuple[cpu.Spent, dict]:
+    spent, out = timed([sys.executable, "-m", "recforge.cli", "build", str(spec), "--json",
+                        "--progress", "lines", "--workers", str(workers), "--source", source,
+                        "--publish", publish], env)
+    return spent, json.loads(out[out.index("\n{") + 1:])
 
 
 def s3_server(work: Path) -> tuple[str, dict, object]:
@@ -203,13 +205,22 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if s3:
                 s3[2]()
-    base = statistics.median(w for w, _ in runs["a im2rec.py"])
+    base = statistics.median(w.wall for w, _ in runs["a im2rec.py"])
+    cores = os.cpu_count() or 1
     print(f"{args.count} photos, --resize 256 --quality 95, {args.workers} workers, "
-          f"median of {args.repeat} round(s)")
-    print(f"{'command':<22}{'wall s':>8}{'x im2rec.py':>13}  per-stage s / pack img/s")
+          f"median of {args.repeat} round(s), {cores} cores")
+    print(f"{'command':<22}{'wall s':>8}{'x im2rec.py':>13}{'CPU s':>8}{'server CPU s':>14}"
+          f"{'floor x':>9}  per-stage s / pack img/s")
     for name, got in runs.items():
-        wall = statistics.median(w for w, _ in got)
-        line = f"{name:<22}{wall:>8.1f}{wall / base:>13.2f}"
+        wall = statistics.median(w.wall for w, _ in got)
+        own = statistics.median(w.cpu for w, _ in got)
+        others = [w.others for w, _ in got if w.others is not None]
+        # beside a local build or im2rec.py the rest of the machine is noise (in the floor)
+        server = (statistics.median(others) if others and name.startswith("d build")
+                  else None)
+        floor = statistics.median(w.floor(cores) for w, _ in got) / base
+        line = (f"{name:<22}{wall:>8.1f}{wall / base:>13.2f}{own:>8.1f}"
+                f"{'' if server is None else f'{server:.1f}':>14}{floor:>9.2f}")
         if got[0][1] is not None:
             secs = {k: statistics.median(g[1]["seconds"].get(k, 0) for g in got)
                     for k in got[0][1]["seconds"]}
@@ -227,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             line += f"  {args.count / wall:.0f} img/s whole command"
         print(line)
+    print("CPU s: the command's processes (user + system); server CPU s: the rest of the "
+          "machine meanwhile (the local S3 server); floor x: (both) / cores, over "
+          "im2rec.py's wall time: no schedule on these cores goes below it")
     return 0
 
 

@@ -13,7 +13,9 @@ to the full build, and how many chunks each night packed; after each night that 
 its **S3 floor** (``floor_of_night``): the S3 work any build of that night must do, timed on
 the same server — list the source, write each split as one object (unchanged runs of
 >= 5 MiB copied server-side from the previous version, the rest sent), read the loader
-window — so the night can be compared with what the storage itself requires.
+window — so the night can be compared with what the storage itself requires; and each
+night's CPU seconds, recforge's and the S3 server's on the same cores (``cpu``), whose sum
+over the core count is the least wall time those cores allow for that work.
 
     PYTHONPATH=include python benchmarks/bench_incremental.py                  # ~4 min on 2 cores
     PYTHONPATH=include python benchmarks/bench_incremental.py --per-class 1440 # 20,160: ~14 min
@@ -32,7 +34,6 @@ import contextlib
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +47,9 @@ sys.path.insert(0, str(REPO / "include"))
 
 from recforge import storage  # noqa: E402
 from recforge.dev import s3server, sampledata  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import cpu  # noqa: E402
 
 BUCKET = "bench-incremental"
 TARGETS = {"no change": 0.05, "same, forced": 0.15, "1 % changed": 0.25}
@@ -91,16 +95,14 @@ def generate(per_class: int, workers: int) -> dict[str, bytes]:
     return out
 
 
-def build(spec: Path, env: dict, workers: int, *flags: str) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "recforge.cli", "build", str(spec), "--json",
+def build(spec: Path, env: dict, workers: int, *flags: str) -> tuple[cpu.Spent, dict]:
+    out, spent = cpu.run([sys.executable, "-m", "recforge.cli", "build", str(spec), "--json",
                           "--workers", str(workers), *flags], env=env, capture_output=True,
                          text=True)
-    wall = time.perf_counter() - t0
     if out.returncode:
         raise SystemExit(f"recforge build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout[out.stdout.index("\n{") + 1:])
-    return wall, result
+    return spent, result
 
 
 def packed_chunks(result: dict) -> str:
@@ -291,14 +293,19 @@ def main() -> int:
         full, latest = None, None
         for name, change in nights.items():
             change()
-            wall, result = build(spec, env, args.workers,
-                                 *(["--force-rebuild"] if name == FORCED else []))
+            spent, result = build(spec, env, args.workers,
+                                  *(["--force-rebuild"] if name == FORCED else []))
+            wall = spent.wall
             full = full or wall
             target = TARGETS.get(name)
             verdict = "" if target is None else (
                 f"  target <= {target:.0%}: {'met' if wall / full <= target else 'MISSED'}")
             print(f"{name:<12} {wall:7.1f} s  {wall / full:6.1%} of full  "
                   f"{packed_chunks(result)}{verdict}", flush=True)
+            print(f"             CPU: recforge {spent.cpu:.1f} s, the S3 server "
+                  f"{spent.others if spent.others is not None else float('nan'):.1f} s; "
+                  f"floor on {os.cpu_count()} cores {spent.floor():.1f} s = "
+                  f"{spent.floor() / full:.1%} of full", flush=True)
             print("             stages: " + ", ".join(
                 f"{stage} {s:.1f} s" for stage, s in result.get("seconds", {}).items()),
                 flush=True)
