@@ -24,6 +24,7 @@ FLOORS = [
     {"spec"},
     {"storage", "quarantine", "progress", "phash", "imaging", "format", "warmup"},
     {"segmentation", "detection", "im2rec", "crash_isolation"},
+    {"layouts"},
     {"quality", "bench", "report"},
     {"run", "releases", "claims", "alerts", "incremental"},
     {"stages"},

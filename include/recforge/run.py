@@ -98,8 +98,14 @@ class Run:
 
     @property
     def annotation_files(self) -> str:
-        """Detection: the annotation files flatten read whole (COCO), for merge's accounting."""
+        """The files flatten read whole to make the items (COCO instances files, list files
+        under the prefix), for merge's accounting."""
         return self.uri("flatten", "annotation_files.json")
+
+    @property
+    def not_used(self) -> str:
+        """The listed objects flatten set aside as no part of the dataset (not bad data)."""
+        return self.uri("flatten", names.NOT_USED)
 
     @property
     def classes(self) -> str:

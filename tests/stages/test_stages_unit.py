@@ -6,7 +6,8 @@ import pytest
 
 from recforge.errors import LabelMapError, PlanTooLarge, ReconciliationError
 from recforge.format.names import lst_line
-from recforge.stages import flatten, remap_labels, split
+from recforge.layouts import class_folders
+from recforge.stages import remap_labels, split
 from recforge.stages.ingest import classify_object, unsafe_key_reason
 from recforge.stages.merge import reconcile
 
@@ -46,7 +47,7 @@ def test_zero_bytes_and_accepted():
 def test_flatten_any_depth_first_folder_is_class():
     rows = [{"key": k, "etag": "e", "size": 1} for k in
             ["dog/a.jpg", "dog/puppies/b.jpg", "dog/puppies/2024/c.jpg", "cat/x.jpg", "top.jpg"]]
-    items, refused = flatten.flatten_keys(rows)
+    items, refused = class_folders.flatten_keys(rows)
     assert {i["source_key"]: i["class_name"] for i in items} == {
         "dog/a.jpg": "dog", "dog/puppies/b.jpg": "dog", "dog/puppies/2024/c.jpg": "dog",
         "cat/x.jpg": "cat"}
@@ -57,10 +58,10 @@ def test_flatten_any_depth_first_folder_is_class():
 
 def test_flat_names_unique_on_collision():
     rows = [{"key": k, "etag": "e", "size": 1} for k in ["a/b/c.jpg", "a/b__c.jpg"]]
-    items, _ = flatten.flatten_keys(rows)
+    items, _ = class_folders.flatten_keys(rows)
     names = [i["name"] for i in items]
     assert len(set(names)) == 2
-    again, _ = flatten.flatten_keys(list(reversed(rows)))
+    again, _ = class_folders.flatten_keys(list(reversed(rows)))
     assert sorted(names) == sorted(i["name"] for i in again)  # stable whatever the order
 
 

@@ -22,6 +22,8 @@ MASKS_ATTEMPT = "convert_attempt.json"  # beside a shard's converted masks, like
 CLASSES = "classes.json"
 SOURCE_MANIFEST = "source_manifest.jsonl"
 SUMMARY = "summary.json"
+NOT_USED = "not_used.jsonl"  # listed objects set aside as no part of the dataset (not bad
+#                              data: a captions file beside COCO's instances), with why
 BENCH = "bench.json"
 QUALITY_DIR = "quality"  # Data Docs site + quality.json
 QUALITY_RESULT = "quality.json"

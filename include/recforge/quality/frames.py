@@ -338,7 +338,10 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = Fals
     A record accounts for its image (``source_key``), its mask (``mask_key``) and its VOC
     annotation (``annotation_key``); a quarantine entry with a ``part`` refuses one object
     of an annotation, not a listed object, and is not counted; for a detection dataset a
-    listed COCO annotation file that is not quarantined counts as ``used``."""
+    listed COCO annotation file that is not quarantined counts as ``used``, as does every file
+    summary.json names ``used`` (files flatten read whole: COCO instances, list files); an
+    object in ``not_used.jsonl`` (set aside as no part of the dataset) counts as
+    ``not_used``."""
     import pandas as pd
 
     packed = rec["source_key"].value_counts()
@@ -354,10 +357,10 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = Fals
         if listed is None:
             return pd.DataFrame(columns=["source_key", "listed", "packed", "quarantined",
                                          "used", "accounted", "etag_matches"])
-        used = 0
+        used = int(summary.get("not_used", 0))
         if detection and summary.get("packed") is not None:
             # the annotation files merge accounted as used: no manifest names them
-            used = max(0, int(summary["packed"]) - int(packed.sum()))
+            used += max(0, int(summary["packed"]) - int(packed.sum()))
         total = int(packed.sum()) + int(refused.sum()) + used
         return pd.DataFrame([{
             "source_key": "(totals from summary.json)", "listed": True,
@@ -375,11 +378,14 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = Fals
     df["listed"] = df["source_key"].isin(listing["key"])
     df["packed"] = df["source_key"].map(packed).fillna(0).astype(int)
     df["quarantined"] = df["source_key"].map(refused).fillna(0).astype(int)
-    df["used"] = 0
+    used_files = set((inputs.summary or {}).get("used") or ())
+    not_used = {r.get("key") for r in inputs.not_used}
+    is_used = df["source_key"].isin(used_files)
     if detection:
-        df["used"] = (df["listed"] & (df["quarantined"] == 0)
-                      & df["source_key"].map(is_annotation_file)).astype(int)
-    df["accounted"] = df["packed"] + df["quarantined"] + df["used"]
+        is_used |= df["source_key"].map(is_annotation_file).astype(bool)
+    df["used"] = (df["listed"] & (df["quarantined"] == 0) & is_used).astype(int)
+    df["not_used"] = (df["listed"] & df["source_key"].isin(not_used)).astype(int)
+    df["accounted"] = df["packed"] + df["quarantined"] + df["used"] + df["not_used"]
     if "etag" in listing.columns and "source_etag" in rec.columns:
         if is_text(listing["etag"]):  # rows given as dicts
             listing = listing[["key", "etag"]].copy()

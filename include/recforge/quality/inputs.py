@@ -39,6 +39,7 @@ class GateInputs:
 
     records: list[dict] | pd.DataFrame  # a frame from read_records, or rows (tests)
     quarantine: list[dict] = field(default_factory=list)
+    not_used: list[dict] = field(default_factory=list)  # not_used.jsonl: set aside, not bad
     sources: list[dict] | pd.DataFrame | None = None  # the source manifest: key, size, etag
     classes: dict | None = None  # classes.json
     summary: dict | None = None  # summary.json
@@ -82,6 +83,8 @@ def load_inputs(prefix: str, source_manifest: str | list[dict] | None = None) ->
         records=records, objects=objects,
         quarantine=(storage.read_jsonl(storage.join(prefix, names.QUARANTINE))
                     if names.QUARANTINE in present else []),
+        not_used=(storage.read_jsonl(storage.join(prefix, names.NOT_USED))
+                  if names.NOT_USED in present else []),
         sources=sources, classes=opt_json(names.CLASSES), summary=opt_json(names.SUMMARY),
         idx=idx,
         rec_uris={s: storage.join(prefix, names.rec(s)) for s in splits

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recforge.errors import SpecError
 from recforge.spec.alerts import ENV_REF, AlertSpec
@@ -30,6 +30,8 @@ BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 CRON_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly",
                 "@quarterly", "@yearly", "@annually")
 MAX_PIXELS_CEILING = 4_000_000_000  # ~12 GB of RGB: above it the bomb guard means nothing
+# with splits.from: source, these leakage checks warn by default (DatasetSpec)
+SOURCE_SPLIT_WARNINGS = ("split_content", "near_duplicates")
 REDACTED_WEBHOOK = "(redacted: a webhook URL is a secret; write it as ${ENV_VAR} in the spec)"
 
 
@@ -52,25 +54,102 @@ def _inside(inner: str, outer: str) -> bool:
     return a.startswith(b)
 
 DETECTION_LAYOUTS = ("voc", "coco")
+CLASSIFICATION_LAYOUTS = ("class_folders", "list")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+SplitName = Literal["train", "val", "test"]
+# splits.from: source — the folder names that mean each split (compared case-insensitively)
+SPLIT_FOLDERS: dict[str, tuple[str, ...]] = {
+    "train": ("train", "training"), "val": ("val", "validation", "valid"),
+    "test": ("test", "testing")}
+
+
+class ListColumns(StrictModel):
+    """Where a list file's columns are: a column's header name, or its 0-based position."""
+
+    key: str | int = Field(
+        "key", description="the image's key under the source prefix (or its stem, see "
+        "key_match)")
+    label: str | int = Field("label", description="the class name, or its integer id")
+    split: str | int | None = Field(
+        None, description="the split (a name splits.folders maps); null: the list has none")
+    header: bool | None = Field(
+        None, description="the first row names the columns; null: decided from the file")
+    format: Literal["auto", "csv", "tsv", "lst"] = Field(
+        "auto", description="auto: by the file's extension (.csv, .tsv/.txt, .lst); lst is "
+        "im2rec's index<TAB>label<TAB>path")
+    key_match: Literal["path", "stem"] = Field(
+        "path", description="path: the key is the object's path under the prefix; stem: "
+        "it is that path without its extension (ImageNet's val lists), or a bare file name "
+        "without extension found anywhere under the prefix")
+
+
+class VocSpec(StrictModel):
+    """Pascal VOC as shipped: one year folder, or VOCdevkit with several years."""
+
+    years: tuple[int, ...] | None = Field(
+        None, description="null: the prefix is one year folder (…/VOC2012); else the prefix "
+        "is VOCdevkit and these years' VOC<year>/ folders are read (GluonCV's 07+12: "
+        "[2007, 2012])")
+    image_sets: dict[SplitName, tuple[str, ...]] = Field(
+        default_factory=lambda: {"train": ("train",), "val": ("val",)},
+        description="splits.from: source — split → the ImageSets/Main/<set>.txt lists whose "
+        "images it holds, e.g. {train: [trainval], val: [test]}; images in no chosen set are "
+        "not used")
 
 
 class SourceSpec(StrictModel):
     uri: str = Field(description="s3://bucket/prefix (or a local path) holding the raw images")
-    layout: Literal["class_folders", "voc", "coco"] = Field(
+    layout: Literal["class_folders", "list", "voc", "coco"] = Field(
         "class_folders",
         description="class_folders: <prefix>/<class>/[any/depth/]<image>; the class is the "
-        "first folder under the prefix. Detection: voc (<prefix>/JPEGImages/<id>.<ext> with "
-        "<prefix>/Annotations/<id>.xml) or coco (<prefix>/annotations/*.json instances files, "
-        "images at <prefix>/images/<file_name>); see docs/detection.md",
+        "first folder under the prefix (with splits.from: source, <prefix>/<split>/<class>/…). "
+        "list: images anywhere under the prefix, labelled (and split) by list files. "
+        "Detection: voc (<prefix>/JPEGImages/<id>.<ext> with <prefix>/Annotations/<id>.xml, "
+        "or VOCdevkit with source.voc.years) or coco (<prefix>/annotations/instances_*.json, "
+        "images at <prefix>/<split><year>/<file_name> or <prefix>/images/<file_name>); see "
+        "docs/datasets.md",
     )
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS
     pairs: PairsSpec | None = Field(None, description="segmentation: how images pair with masks")
+    list_uri: str | None = Field(
+        None, description="layout list: one list file (CSV, TSV or .lst) of key, label and "
+        "optionally split")
+    lists: dict[SplitName, str] | None = Field(
+        None, description="layout list: one list file per split, e.g. {train: URI, val: URI}")
+    columns: ListColumns = Field(ListColumns(), description="layout list: the list's columns")
+    voc: VocSpec | None = Field(None, description="layout voc: years and image sets")
 
     @field_validator("uri")
     @classmethod
     def _uri_ok(cls, v: str) -> str:
         return check_uri(v, "source.uri")
+
+    @field_validator("list_uri")
+    @classmethod
+    def _list_uri_ok(cls, v: str | None) -> str | None:
+        return None if v is None else check_uri(v, "source.list_uri")
+
+    @field_validator("lists")
+    @classmethod
+    def _lists_ok(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("source.lists names no split; give e.g. {train: URI, val: URI}")
+            for split, uri in v.items():
+                check_uri(uri, f"source.lists.{split}")
+        return v
+
+    @model_validator(mode="after")
+    def _layout_fields(self) -> SourceSpec:
+        if self.layout == "list":
+            if (self.list_uri is None) == (self.lists is None):
+                raise ValueError("layout list needs exactly one of source.list_uri (one list "
+                                 "file) or source.lists ({split: URI}); see docs/datasets.md")
+        elif self.list_uri is not None or self.lists is not None:
+            raise ValueError("source.list_uri / source.lists are for layout: list")
+        if self.voc is not None and self.layout != "voc":
+            raise ValueError("source.voc is for layout: voc")
+        return self
 
     @field_validator("extensions")
     @classmethod
@@ -127,6 +206,11 @@ class SegmentationSpec(StrictModel):
 class DetectionSpec(StrictModel):
     """How a detection dataset's annotations are read (see docs/detection.md)."""
 
+    crowd: Literal["drop", "difficult", "keep"] = Field(
+        "drop", description="COCO iscrowd regions: drop (not packed, counted in the summary: "
+        "a crowd box is no object to match anchors to), difficult (packed with difficult 1), "
+        "or keep (packed as ordinary objects)")
+
     classes: tuple[str, ...] | None = Field(
         None, description="the class names allowed; an object of any other name is "
         "quarantined (unknown_class). Default: every name the annotations use")
@@ -152,9 +236,28 @@ class LabelSpec(StrictModel):
         description="if a class of the previous published version vanished, renumber "
         "instead of failing (changes ids: retrain from scratch)",
     )
+    case: Literal["preserve", "lower"] = Field(
+        "preserve", description="class names as written (Dog and dog are two classes, and "
+        "the checklist warns), or lowercased before numbering (one class)")
+
+    def name(self, raw: str) -> str:
+        """A class name as this dataset numbers it."""
+        return raw.lower() if self.case == "lower" else raw
 
 
 class SplitSpec(StrictModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                              serialize_by_alias=True)
+
+    from_: Literal["hash", "source"] = Field(
+        "hash", alias="from",
+        description="hash: each image's split by a hash of its source key (val_ratio, "
+        "test_ratio, seed); source: the split the source defines (split folders, list files, "
+        "COCO's instances_<split> files, VOC's ImageSets) — a source without one is refused")
+    folders: dict[SplitName, tuple[str, ...]] = Field(
+        default_factory=lambda: dict(SPLIT_FOLDERS),
+        description="splits.from: source — split → the folder names that mean it (case-"
+        "insensitive); a split folder that maps to no split is refused naming it")
     val_ratio: float = Field(0.1, ge=0.0, lt=1.0)
     test_ratio: float = Field(0.0, ge=0.0, lt=1.0)
     seed: int = 0
@@ -166,7 +269,27 @@ class SplitSpec(StrictModel):
                 f"val_ratio + test_ratio = {self.val_ratio + self.test_ratio} leaves no "
                 "training data; keep their sum below 1"
             )
+        if self.from_ == "source" and (self.val_ratio, self.test_ratio) != (0.1, 0.0):
+            raise ValueError("val_ratio / test_ratio split by hash; with splits.from: source "
+                             "the source's own splits are kept — remove them")
+        seen: dict[str, str] = {}
+        for split, names in self.folders.items():
+            for folder in names:
+                other = seen.setdefault(folder.lower(), split)
+                if other != split:
+                    raise ValueError(f"splits.folders maps {folder!r} to both {other} and "
+                                     f"{split}; give each folder name one split")
         return self
+
+    @property
+    def from_source(self) -> bool:
+        return self.from_ == "source"
+
+    def of_folder(self, folder: str) -> str | None:
+        """The split a source folder name means (``splits.folders``), else None."""
+        low = folder.lower()
+        return next((s for s, names in self.folders.items()
+                     if low in (n.lower() for n in names)), None)
 
 
 class PackSpec(StrictModel):
@@ -280,6 +403,25 @@ class DatasetSpec(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _source_split_defaults(cls, data):
+        """With ``splits.from: source`` the splits are the publisher's, and public datasets
+        ship known duplicates across them (ImageNet, COCO, VOC): the content and
+        near-duplicate leakage checks warn (reported, not blocking) unless the spec sets
+        their severity; a key in two splits still fails."""
+        splits = data.get("splits") if isinstance(data, dict) else None
+        if not isinstance(splits, dict) or splits.get("from") != "source":
+            return data
+        data = copy.deepcopy(data)
+        quality = data.setdefault("quality", {})
+        if isinstance(quality, dict):
+            severity = quality.setdefault("severity", {})
+            if isinstance(severity, dict):
+                for check in SOURCE_SPLIT_WARNINGS:
+                    severity.setdefault(check, "warn")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _task_defaults(cls, data):
         """Defaults that depend on the task: a segmentation spec benchmarks the segmentation
         loader, whose ToTensor normalises with the ImageNet mean/std, so the checklist's
@@ -320,6 +462,9 @@ class DatasetSpec(StrictModel):
                                  "colormap and/or id_map")
         elif self.segmentation is not None or self.source.pairs is not None:
             raise ValueError("segmentation / source.pairs are only for task: segmentation")
+        if self.source.layout == "list" and self.task != "classification":
+            raise ValueError("source.layout list is for task: classification (segmentation: "
+                             "source.pairs.layout pair_list)")
         detection_layout = self.source.layout in DETECTION_LAYOUTS
         if self.task == "detection":
             if not detection_layout:

@@ -1,106 +1,68 @@
 """The ``flatten`` task: source objects → a flat list of items to pack.
 
-Classification (``class_folders``): a class-folder tree of any depth → labelled items. The
-class is the first folder under the source prefix; deeper folders belong to it
-(``dog/puppies/a.jpg`` is a dog). This differs on purpose from ``im2rec --recursive``, which
-makes every folder that holds files its own class. Flat names are unique and stable (derived
-from the key alone), and provenance (source key, ETag) is kept.
+The source's layout (``recforge.layouts``: class folders, list files, VOC, COCO, image/mask
+pairs) sorts every accepted object into an item, the quarantine, a file used whole, or the
+objects set aside as no part of the dataset. Class names are normalised here
+(``labels.case``); with ``splits.from: source`` every item carries its source's split.
 
-Segmentation: image/mask pairs by the spec's pair rule or pair list
-(``recforge.segmentation.pairs``); every object that pairs with nothing is quarantined.
-
-Detection: images with their VOC or COCO annotations (``recforge.detection.sources``).
+When nothing matches the layout, the run fails naming the paths the layout expected and the
+first keys it found, after writing this stage's quarantine report (the failed run's
+``quarantine.jsonl``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
-from recforge import quarantine, storage
-from recforge.detection.sources import flatten_coco, flatten_voc
+from recforge import layouts, quarantine, storage
 from recforge.errors import SourceEmpty
-from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
-from recforge.segmentation.pairs import PairRule, pair_by_list, pair_by_rule
 
 log = logging.getLogger(__name__)
+FOUND_SHOWN = 5  # keys named in the error of a source where nothing matched
 
 
-def flat_name(key: str) -> str:
-    """``dog/a/b/x.jpg`` → ``dog/a__b__x.jpg``: one folder per class, stable per key."""
-    cls, *rest = key.split("/")
-    return f"{cls}/{'__'.join(rest)}"
-
-
-def flatten_keys(rows: list[dict]) -> tuple[list[dict], list[QuarantineEntry]]:
-    items, refused, seen = [], [], {}
-    for row in sorted(rows, key=lambda r: r["key"]):
-        key = row["key"]
-        if "/" not in key:
-            refused.append(QuarantineEntry(key, "flatten", "not_in_class_folder",
-                                           "object sits directly under the source prefix"))
-            continue
-        name = flat_name(key)
-        if name in seen:  # 'a/b__c.jpg' and 'a/b/c.jpg' would collide: disambiguate both ways
-            digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
-            stem, dot, ext = name.rpartition(".")
-            name = f"{stem}_{digest}.{ext}" if dot else f"{name}_{digest}"
-        seen[name] = key
-        items.append({"source_key": key, "etag": row["etag"], "size": row["size"],
-                      "class_name": key.split("/", 1)[0], "name": name})
-    return items, refused
+def normalise_names(items: list[dict], labels) -> None:
+    """``labels.case``: class and object names as the dataset numbers them."""
+    if labels.case == "preserve":
+        return
+    for item in items:
+        if item.get("class_name"):
+            item["class_name"] = labels.name(item["class_name"])
+        if item.get("objects"):
+            item["objects"] = [[labels.name(o[0]), *o[1:]] for o in item["objects"]]
 
 
 def flatten(run: Run) -> dict:
-    """Items for the spec's task (``run.items``) + this stage's quarantine."""
-    rows = storage.read_jsonl(run.ingested)
-    if run.spec.task == "segmentation":
-        items, refused = flatten_pairs(rows, run)
-    elif run.spec.task == "detection":
-        items, refused = flatten_annotated(rows, run)
-    else:
-        items, refused = flatten_keys(rows)
-    storage.write_jsonl(run.items, items)
-    storage.put_bytes(run.stage_quarantine("flatten"), quarantine.dumps(refused))
-    classes = sorted({i["class_name"] for i in items if i.get("class_name")} |
-                     {o[0] for i in items for o in i.get("objects", ())})
-    parts = sum(1 for e in refused if e.is_part)
-    log.info("flatten: %d items%s, %d quarantined%s", len(items),
-             f" in {len(classes)} classes" if classes else "", len(refused) - parts,
-             f" and {parts} annotated object(s) refused" if parts else "")
-    return {"items": len(items), "classes": len(classes), "quarantined": len(refused) - parts,
-            **({"objects_refused": parts} if parts else {})}
-
-
-def flatten_pairs(rows: list[dict], run: Run) -> tuple[list[dict], list[QuarantineEntry]]:
-    """Segmentation: pair images with masks by the spec's rule or list."""
-    p = run.spec.source.pairs
-    if p.layout == "pair_list":
-        items, refused = pair_by_list(rows, storage.get_bytes(p.list_uri).decode("utf-8"))
-        how = f"pair list {p.list_uri}"
-    else:
-        rule = PairRule(p.images, p.masks, p.image_suffix, p.mask_suffix)
-        items, refused = pair_by_rule(rows, rule)
-        how = f"pair rule {rule}"
-    if not items:
-        raise SourceEmpty(f"no image/mask pairs under {run.spec.source.uri}; check the {how} "
-                          "against the quarantine report")
-    return items, refused
-
-
-def flatten_annotated(rows: list[dict], run: Run) -> tuple[list[dict], list[QuarantineEntry]]:
-    """Detection: images with their VOC or COCO annotations (``recforge.detection.sources``);
-    the COCO files used are kept for merge's accounting."""
+    """Items for the spec's task (``run.items``) + this stage's quarantine, the objects set
+    aside (``run.not_used``) and the files used whole (``run.annotation_files``)."""
     spec = run.spec
-    if spec.source.layout == "voc":
-        items, refused = flatten_voc(rows, spec)
-        used: list[str] = []
-    else:
-        items, refused, used = flatten_coco(rows, spec)
-    storage.write_json(run.annotation_files, {"used": used})
-    if not items:
-        raise SourceEmpty(f"no annotated image under {spec.source.uri} ({spec.source.layout} "
-                          "layout); check the layout against docs/detection.md and the "
-                          "quarantine report")
-    return items, refused
+    rows = storage.read_jsonl(run.ingested)
+    layout = layouts.for_spec(spec)
+    out = layout.flatten(rows, spec)
+    normalise_names(out.items, spec.labels)
+    storage.put_bytes(run.stage_quarantine("flatten"), quarantine.dumps(out.refused))
+    storage.write_jsonl(run.not_used, [n.row() for n in out.not_used])
+    storage.write_json(run.annotation_files, {"used": out.used})
+    if not out.items:
+        found = sorted(r["key"] for r in rows)[:FOUND_SHOWN]
+        raise SourceEmpty(
+            f"nothing under {spec.source.uri} matches the {layout.name} layout: it expects "
+            f"{layout.expected(spec)}; found {len(rows)} object(s)"
+            f"{', first ' + ', '.join(found) if found else ''}. See docs/datasets.md; "
+            f"this run's quarantine report: {run.stage_quarantine('flatten')}")
+    if spec.splits.from_source:
+        missing = [i["source_key"] for i in out.items if i.get("split") is None]
+        if missing:  # a layout bug, never data: every layout gives source splits
+            raise RuntimeError(f"{layout.name} gave no split to {missing[:5]}")
+    storage.write_jsonl(run.items, out.items)
+    classes = sorted({i["class_name"] for i in out.items if i.get("class_name")} |
+                     {o[0] for i in out.items for o in i.get("objects", ())})
+    parts = sum(1 for e in out.refused if e.is_part)
+    log.info("flatten: %d items%s, %d quarantined%s, %d not used", len(out.items),
+             f" in {len(classes)} classes" if classes else "", len(out.refused) - parts,
+             f" and {parts} annotated object(s) refused" if parts else "", len(out.not_used))
+    return {"items": len(out.items), "classes": len(classes),
+            "quarantined": len(out.refused) - parts,
+            **({"objects_refused": parts} if parts else {}),
+            **({"not_used": len(out.not_used)} if out.not_used else {})}

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import posixpath
 
-from recforge import quarantine, storage
-from recforge.detection.sources import annotation_extensions
+from recforge import layouts, quarantine, storage
 from recforge.errors import SourceEmpty
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
@@ -39,8 +38,9 @@ def classify_object(key: str, size: int, extensions: tuple[str, ...]) -> Quarant
 def ingest(run: Run) -> dict:
     spec = run.spec
     listed, accepted, refused = [], [], []
-    # detection: the annotation files are inputs too (flatten checks where they lie)
-    extensions = spec.source.extensions + annotation_extensions(spec.source.layout)
+    # the files a layout reads or knows beside the images (annotations, lists): flatten
+    # decides where they belong
+    extensions = spec.source.extensions + layouts.for_spec(spec).extensions(spec)
     for obj in storage.list_objects(spec.source.uri, threads=storage.LIST_THREADS):
         row = {"key": obj.key, "size": obj.size, "etag": obj.etag}
         listed.append(row)

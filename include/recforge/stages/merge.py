@@ -13,7 +13,8 @@ The small files (``.idx``, ``.lst``, ``records.jsonl``) stream through a shard a
 minutes of round trips on S3); no list of records is ever held, and the accounting keeps
 one set of keys. The counts must
 reconcile exactly — every listed object is packed (the keys each record accounts for: its
-image, its mask, its VOC annotation; a COCO file that flatten used) or quarantined, once —
+image, its mask, its VOC annotation; a COCO or list file that flatten used), quarantined, or
+set aside as no part of the dataset (``not_used.jsonl``, published when not empty), once —
 or the run fails here, before anything can be published. A refused object of an annotation
 (an entry with a ``part``) is reported, not accounted: its image is.
 
@@ -67,13 +68,16 @@ class Reconciler:
         self.twice: set[str] = set()
         self.packed = 0
         self.refused = 0
+        self.not_used = 0
 
-    def account(self, key: str, refused: bool = False) -> None:
+    def account(self, key: str, refused: bool = False, not_used: bool = False) -> None:
         if key in self.seen:
             self.twice.add(key)
         self.seen.add(key)
         if refused:
             self.refused += 1
+        elif not_used:
+            self.not_used += 1
         else:
             self.packed += 1
 
@@ -96,11 +100,12 @@ class Reconciler:
         if self.twice or lost or unknown:
             twice, lost, unknown = sorted(self.twice), sorted(set(lost)), sorted(unknown)
             raise ReconciliationError(
-                f"counts do not reconcile: {len(lost)} listed object(s) neither packed nor "
-                f"quarantined {lost[:5]}, {len(twice)} counted twice {twice[:5]}, "
-                f"{len(unknown)} not in the listing {unknown[:5]}"
+                f"counts do not reconcile: {len(lost)} listed object(s) neither packed, "
+                f"quarantined nor set aside {lost[:5]}, {len(twice)} counted twice "
+                f"{twice[:5]}, {len(unknown)} not in the listing {unknown[:5]}"
             )
-        return {"listed": n, "packed": self.packed, "quarantined": self.refused}
+        return {"listed": n, "packed": self.packed, "quarantined": self.refused,
+                **({"not_used": self.not_used} if self.not_used else {})}
 
 
 def reconcile(listed: Iterable[str], packed: Iterable[str], refused: Iterable[str]) -> dict:
@@ -331,9 +336,16 @@ def merge(run: Run) -> dict:
     for e in entries:
         if not e.is_part:  # a refused object of an annotation: its image is accounted
             accounting.account(e.source_key, refused=True)
-    if storage.exists(run.annotation_files):  # COCO files: each read whole, used by many
-        for key in storage.read_json(run.annotation_files)["used"]:
+    used: list[str] = []
+    if storage.exists(run.annotation_files):  # COCO files, list files: read whole, used
+        used = storage.read_json(run.annotation_files)["used"]
+        for key in used:
             accounting.account(key)
+    set_aside = Counter()
+    if storage.exists(run.not_used):  # no part of the dataset, not bad data
+        for row in storage.iter_jsonl(run.not_used):
+            accounting.account(row["key"], not_used=True)
+            set_aside[row["reason"]] += 1
     listing = hashlib.sha256()
     counts = accounting.finish(_listed_keys(run.source_manifest, listing))
     # the listing travels with the dataset, so `recforge check` can account per object later
@@ -343,8 +355,12 @@ def merge(run: Run) -> dict:
     _put(run, names.CLASSES, storage.json_bytes(storage.read_json(run.classes)), checksums)
     _put(run, names.QUARANTINE, quarantine.dumps(sorted(entries, key=lambda e: e.source_key)),
          checksums)
+    if set_aside:
+        _put(run, names.NOT_USED, storage.get_bytes(run.not_used), checksums)
     parts = [e for e in entries if e.is_part]
     summary = {**counts, "splits": per_split,
+               **({"not_used_by_reason": dict(set_aside)} if set_aside else {}),
+               **({"used": sorted(used)} if used else {}),
                "quarantined_by_reason": dict(Counter(e.reason for e in entries
                                                      if not e.is_part)),
                **({"objects_quarantined": len(parts), "objects_quarantined_by_reason":
@@ -355,8 +371,9 @@ def merge(run: Run) -> dict:
         _put(run, names.CACHE_KEYS, storage.get_bytes(run.cache_keys), checksums)
     storage.write_json(run.checksums("merge"), {"files": checksums})
     moved = storage.transferred().minus(before)
-    log.info("merge: listed %d = packed %d + quarantined %d; splits %s", counts["listed"],
-             counts["packed"], counts["quarantined"], per_split)
+    log.info("merge: listed %d = packed %d + quarantined %d + not used %d; splits %s",
+             counts["listed"], counts["packed"], counts["quarantined"],
+             counts.get("not_used", 0), per_split)
     log.info("merge: moved %d bytes down (%d of them .rec), %d bytes up", moved.down,
              moved.down_by_suffix.get(".rec", 0), moved.up)
     return {**summary, "transfer": {"down": moved.down, "up": moved.up,

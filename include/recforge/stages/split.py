@@ -1,5 +1,5 @@
-"""The ``split`` task: assign each item to train/val/test by a hash of its source key, and
-plan the pack shards.
+"""The ``split`` task: assign each item to train/val/test by a hash of its source key (or
+keep the split its source gave it: ``splits.from: source``), and plan the pack shards.
 
 Hash-based assignment is stable under growth: an image never moves between train and val
 when new images arrive, so yesterday's validation set never leaks into today's training
@@ -147,8 +147,9 @@ def plan(items: Iterable[dict], ids: dict[str, int], val_ratio: float, test_rati
     repeated strings (keys, class names, a name equal to its source key) held once."""
     by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     shared: dict[str, str] = {}
-    for item in items:
-        split = assign_split(item["source_key"], val_ratio, test_ratio, seed)
+    for item in items:  # a source split (splits.from: source) is kept as the source gave it
+        split = item.get("split") or assign_split(item["source_key"], val_ratio, test_ratio,
+                                                  seed)
         # segmentation pairs have no image-level class: their label is the mask (0 here)
         label = ids[item["class_name"]] if item.get("class_name") else 0
         # json.loads makes new key strings per row: interned, every row shares one of each
