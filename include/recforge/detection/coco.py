@@ -13,9 +13,11 @@ image (a sort of the columns) and each image's objects are made as it is given o
 A bad entry never fails the file: it becomes a quarantine part (``annotation <id>``, or
 ``image <id>`` for an ``images`` entry; ``annotation #<i>`` / ``image #<i>``, the 0-based
 position in its array, where the entry has no integer id). A part's ``source_key`` is the
-image's key (``images/<file_name>``) where its image is known, else the annotation file's
-key. ``iscrowd`` regions are packed flagged difficult (``difficult`` 1), so that trainers
-that skip difficult objects skip them (an absent or null ``iscrowd`` is 0); ``segmentation``
+image's key (``<image folder>/<file_name>``: ``images/`` by default, ``val2017/`` for
+COCO 2017's ``instances_val2017.json``) where its image is known, else the annotation file's
+key. COCO has no difficult flag: an ``iscrowd`` region comes out flagged with ``difficult``
+1 (an absent or null ``iscrowd`` is 0), and the layout then applies ``detection.crowd``
+(dropped by default, ``recforge.detection.sources``); ``segmentation`` (polygons or RLE)
 and ``area`` are not read. Ids are integers (as COCO writes them); an id of another type
 makes its entry unusable.
 """
@@ -35,7 +37,7 @@ from recforge.detection.boxes import coco_box
 from recforge.quarantine import QuarantineEntry
 from recforge.storage.uri import unsafe_key_reason
 
-IMAGE_PREFIX = "images/"  # an images entry's file_name is relative to this folder
+IMAGE_PREFIX = "images/"  # an images entry's file_name is relative to this folder (default)
 ARRAYS = ("images", "annotations", "categories")  # what makes an instances document
 READ_BYTES = 1 << 20  # the parser's read size
 ROWS_AT_ONCE = 1 << 14  # annotations turned into Python objects at a time, while yielding
@@ -122,7 +124,8 @@ def _unparsable(exc: Exception, path: Path, f) -> AnnotationUnparsable:
 class _Scan:
     """What one pass over the file keeps."""
 
-    def __init__(self):
+    def __init__(self, prefix: str = IMAGE_PREFIX):
+        self.prefix = prefix  # the folder the images entries' file_names are relative to
         # the annotations whose own fields are usable, in file order
         self.ann_id, self.image_id, self.cat_id = array("q"), array("q"), array("q")
         self.box, self.crowd = array("d"), array("b")
@@ -150,7 +153,7 @@ class _Scan:
         elif not isinstance(name, str) or not name:
             why = f"no file_name (file_name {_shown(name)})"
         else:
-            unsafe = self.unsafe(name) or self.unsafe(IMAGE_PREFIX + name)
+            unsafe = self.unsafe(name) or self.unsafe(self.prefix + name)
             if unsafe:
                 why = f"file_name {name!r} is not a safe relative path ({unsafe})"
         if why:
@@ -159,7 +162,7 @@ class _Scan:
                 self.gone.setdefault(img_id, ("bad_object", None, f"its images entry is "
                                               f"refused ({why})"))
             return
-        image_key = IMAGE_PREFIX + name
+        image_key = self.prefix + name
         if img_id in self.index:
             first = self.names[self.index[img_id]]
             self.image_parts.append((where, "duplicate_image_entry", f"{where}: a second "
@@ -182,8 +185,8 @@ class _Scan:
         self.heights.append(_whole(height) or 0)
 
 
-def _scan(f) -> _Scan:  # noqa: C901 - one dispatch loop, kept flat for speed
-    s = _Scan()
+def _scan(f, prefix: str = IMAGE_PREFIX) -> _Scan:  # noqa: C901 - one flat dispatch loop
+    s = _Scan(prefix)
     ann_id, image_id, cat_id, box, crowd_col = (s.ann_id, s.image_id, s.cat_id, s.box,
                                                 s.crowd)
     codes = _CODES.get
@@ -364,7 +367,8 @@ def _category(s: _Scan, cid, name) -> None:
         s.nameless[cid] = f"category {cid} has no name"
 
 
-def parse(path: Path | str, key: str, stage: str = "flatten") -> CocoAnnotations:
+def parse(path: Path | str, key: str, stage: str = "flatten",
+          image_prefix: str = IMAGE_PREFIX) -> CocoAnnotations:
     """Parse the COCO instances file at ``path`` (``key``: its key in the source, which
     names the refusals that belong to no image) into ``(file_name, Annotation)`` pairs.
 
@@ -395,7 +399,7 @@ def parse(path: Path | str, key: str, stage: str = "flatten") -> CocoAnnotations
             raise AnnotationUnparsable(f"the file holds no JSON value ({len(head)} bytes)")
         f.seek(start)
         try:
-            scan = _scan(f)
+            scan = _scan(f, image_prefix)
         except (ijson.JSONError, UnicodeDecodeError) as exc:
             raise _unparsable(exc, path, f) from None
     return _assemble(scan, key, stage)
@@ -405,7 +409,7 @@ def _assemble(s: _Scan, key: str, stage: str) -> CocoAnnotations:  # noqa: C901
     def part(where: str, reason: str, detail: str, source_key: str | None = None, box=None):
         return QuarantineEntry(source_key or key, stage, reason, detail, part=where, box=box)
 
-    names, index, by_name, gone = s.names, s.index, s.by_name, s.gone
+    names, index, by_name, gone, prefix = s.names, s.index, s.by_name, s.gone, s.prefix
     loose: list[QuarantineEntry] = []  # parts whose source_key is no kept image
     categories = {c: label for c, label in s.categories.items() if c not in s.nameless}
 
@@ -429,8 +433,8 @@ def _assemble(s: _Scan, key: str, stage: str) -> CocoAnnotations:  # noqa: C901
 
     def route(entry: QuarantineEntry, order: tuple) -> None:
         """To the Annotation of the image the part names, if one is given out."""
-        name = entry.source_key[len(IMAGE_PREFIX):]
-        if entry.source_key.startswith(IMAGE_PREFIX) and name in by_name:
+        name = entry.source_key[len(prefix):]
+        if entry.source_key.startswith(prefix) and name in by_name:
             extra.setdefault(by_name[name], []).append((order, entry))
         else:
             loose.append(entry)
@@ -441,7 +445,7 @@ def _assemble(s: _Scan, key: str, stage: str) -> CocoAnnotations:  # noqa: C901
     def refuse_annotation(where: str, aid, iid, reason: str, why: str, box) -> None:
         order = _order_key(aid)
         if type(iid) is int and iid in index:
-            route(part(where, reason, f"{where}: {why}", IMAGE_PREFIX + names[index[iid]],
+            route(part(where, reason, f"{where}: {why}", prefix + names[index[iid]],
                        box), order)
         elif type(iid) is int and iid in gone:
             reason, source_key, gone_why = gone[iid]
@@ -477,7 +481,7 @@ def _assemble(s: _Scan, key: str, stage: str) -> CocoAnnotations:  # noqa: C901
                 sel = keep[lo:upto]
                 rows = list(zip(ann_ids[sel].tolist(), cats[sel].tolist(),
                                 boxes[sel].tolist(), crowds[sel].tolist(), strict=True))
-            image_key = IMAGE_PREFIX + name
+            image_key = prefix + name
             objects, refused = [], []
             for aid, cid, (x0, y0, x1, y1), crowd in rows[lo - row_base:hi - row_base]:
                 label = categories.get(cid)

@@ -31,7 +31,7 @@ from recforge.quality.inputs import (
     is_text,
     phash_columns,
 )
-from recforge.spec.quality import QualitySpec
+from recforge.spec.quality import EACH_SPLIT, QualitySpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,7 +76,8 @@ def build_frames(inputs: GateInputs, quality: QualitySpec, task: str = "classifi
     nested = _nested_columns(rec)
     frames = {"splits": _splits_frame(inputs, rec),
               "sources": _sources_frame(inputs, rec, detection),
-              "classes": _classes_frame(inputs, rec, quality, task, objects)}
+              "classes": _classes_frame(inputs, rec, quality, task, objects),
+              "class_names": _class_names_frame(inputs)}
     if objects is not None:
         frames["objects"] = objects
     for col in [*nested, "phash_u64", "phash_ok", "label_hash"]:  # in place: a drop()
@@ -406,40 +407,89 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = Fals
 def _classes_frame(inputs: GateInputs, rec: pd.DataFrame, quality: QualitySpec,
                    task: str, objects: pd.DataFrame | None = None) -> pd.DataFrame:
     """Item 11: per class, its count (segmentation: pixels; detection: objects) and its
-    ratio to the largest."""
-    import numpy as np
+    ratio to the largest — in ``class_balance_split``, all splits together (null, or a split
+    the dataset does not have), or per split (``each``: one row per split and class, the
+    ratio to the largest class of that split)."""
     import pandas as pd
 
     names = (inputs.classes or {}).get("classes") or []
     split = quality.class_balance_split
-    if split and split not in set(rec["split"]):
-        split = None  # no such split: all splits together
+    present = [s for s in pd.unique(rec["split"]) if isinstance(s, str)]
+    if split == EACH_SPLIT:
+        parts = [(s, _class_counts(rec, quality, task, objects, s))
+                 for s in sorted(present, key=_split_order)]
+    else:
+        if split and split not in present:
+            split = None  # no such split: all splits together
+        parts = [(split, _class_counts(rec, quality, task, objects, split))]
+    frames = []
+    for part_split, (counts, unit) in parts:
+        # labels outside the class map are item 3's failure, not a class of their own
+        ids = list(range(len(names))) if names else sorted(counts)
+        df = pd.DataFrame({"class_id": ids})
+        df["class_name"] = [names[i] if 0 <= i < len(names) else str(i) for i in ids]
+        df["split"] = part_split
+        df["class"] = df["class_name"] if split != EACH_SPLIT else \
+            [f"{part_split}/{n}" for n in df["class_name"]]
+        df["count"] = [counts.get(i, 0.0) for i in ids]
+        largest = df["count"].max() if len(df) else 0
+        df["ratio_to_largest"] = df["count"] / largest if largest else 0.0
+        df["unit"] = unit
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=["class_id", "class_name", "split", "class", "count",
+                                     "ratio_to_largest", "unit"])
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def _split_order(split: str) -> tuple[int, str]:
+    order = ("train", "val", "test")
+    return (order.index(split) if split in order else len(order), split)
+
+
+def _class_counts(rec: pd.DataFrame, quality: QualitySpec, task: str,
+                  objects: pd.DataFrame | None, split: str | None
+                  ) -> tuple[dict[int, float], str]:
+    """class id → its count in ``split`` (None: all splits), and the unit counted."""
+    import numpy as np
+    import pandas as pd
+
     counts: dict[int, float] = {}
     if objects is not None:
         cls = objects["class_id"].to_numpy(np.float32)
         if split:
             cls = cls[objects["split"].to_numpy(object) == split]
         cls = cls[(cls == np.floor(cls)) & (cls >= 0)].astype(np.int64)
-        counts = {k: float(v) for k, v in enumerate(np.bincount(cls)) if v}
-        unit = "objects"
-    elif task == "segmentation" and "class_pixels" in rec.columns:
-        part = rec[rec["split"] == split] if split else rec
+        return {k: float(v) for k, v in enumerate(np.bincount(cls)) if v}, "objects"
+    part = rec[rec["split"] == split] if split else rec
+    if task == "segmentation" and "class_pixels" in rec.columns:
         for cp in part["class_pixels"].dropna():
             for k, v in cp.items():
                 if int(k) != quality.ignore_label:  # ignored pixels are no class
                     counts[int(k)] = counts.get(int(k), 0) + float(v)
-        unit = "pixels"
-    else:
-        part = rec[rec["split"] == split] if split else rec
-        labels = pd.to_numeric(part["label"], errors="coerce").dropna()
-        counts = {int(k): float(v) for k, v in labels.value_counts().items() if k == int(k)}
-        unit = "records"
-    # labels outside the class map are item 3's failure, not a class of their own
-    ids = list(range(len(names))) if names else sorted(counts)
-    df = pd.DataFrame({"class_id": ids})
-    df["class_name"] = [names[i] if 0 <= i < len(names) else str(i) for i in ids]
-    df["count"] = [counts.get(i, 0.0) for i in ids]
-    largest = df["count"].max() if len(df) else 0
-    df["ratio_to_largest"] = df["count"] / largest if largest else 0.0
-    df["unit"] = unit
+        return counts, "pixels"
+    labels = pd.to_numeric(part["label"], errors="coerce").dropna()
+    return {int(k): float(v) for k, v in labels.value_counts().items() if k == int(k)}, \
+        "records"
+
+
+def _class_names_frame(inputs: GateInputs) -> pd.DataFrame:
+    """Item 16: one row per name of ``classes.json`` and how many of its names share its
+    lowercase spelling (``Dog`` and ``dog``: 2 each), so names that differ only by case
+    show as a count above 1."""
+    import pandas as pd
+
+    names = [str(n) for n in (inputs.classes or {}).get("classes") or []]
+    df = pd.DataFrame({"class_name": pd.Series(names, dtype=object)})
+    lower = df["class_name"].str.lower()
+    df["same_but_case"] = lower.map(lower.value_counts()).astype(float) if names else \
+        pd.Series(dtype=float)
     return df
+
+
+def case_twins(names: list[str]) -> list[list[str]]:
+    """The groups of class names that differ only by case, each in classes.json's order."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(str(n).lower(), []).append(str(n))
+    return [g for g in groups.values() if len(g) > 1]

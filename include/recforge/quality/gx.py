@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recforge.quality.docs_site import TABLE_LEVEL, SuitePage, finish_site
-from recforge.spec.quality import CHECKS, QualitySpec
+from recforge.spec.quality import CHECKS, EACH_SPLIT, QualitySpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,8 +35,8 @@ SUITE_PREFIX = "checklist"
 # object of a detection record is named by its record's split and key and its place in the
 # label: numbers, not one string per object)
 ROW_ID: dict[str, str | tuple[str, ...]] = {
-    "records": "record", "sources": "source_key", "classes": "class_name", "splits": "split",
-    "objects": ("split", "key", "object")}
+    "records": "record", "sources": "source_key", "classes": "class", "splits": "split",
+    "objects": ("split", "key", "object"), "class_names": "class_name"}
 
 
 def _row_id_columns(frame: str | None) -> list[str]:
@@ -248,12 +248,16 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
                 + (f", {used} annotation files used" if used else "")
                 + f"; {lost} unaccounted, {twice} counted twice, {unlisted} not listed")
     if name == "class_balance":
-        cls = frames["classes"]
-        if cls.empty:
-            return "no classes"
-        lo, hi = cls.loc[cls["count"].idxmin()], cls.loc[cls["count"].idxmax()]
-        return (f"smallest/largest = {cls['ratio_to_largest'].min():.3f} ({lo['class_name']} "
-                f"{lo['count']:g} / {hi['class_name']} {hi['count']:g} {lo['unit']})")
+        return _observed_balance(frames["classes"], quality)
+    if name == "class_name_case":
+        from recforge.quality.frames import case_twins
+
+        groups = case_twins(list(frames["class_names"]["class_name"]))
+        if not groups:
+            return (f"{len(frames['class_names'])} class names, none equal to another but "
+                    "for case")
+        return (f"{len(groups)} group(s) of class names that differ only by case: "
+                + "; ".join(" / ".join(g) for g in groups))
     if name == "split_keys":
         n = int(rec.loc[rec["source_key_splits"] > 1, "source_key"].nunique())
         return f"{n} source keys in more than one split"
@@ -308,6 +312,27 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
     return ""
 
 
+def _observed_balance(cls: pd.DataFrame, quality: QualitySpec) -> str:
+    """Item 11's line: smallest/largest class, of the worst split when each split is
+    checked on its own (``class_balance_split: each``)."""
+    if cls.empty:
+        return "no classes"
+
+    def line(part: pd.DataFrame) -> str:
+        lo, hi = part.loc[part["count"].idxmin()], part.loc[part["count"].idxmax()]
+        return (f"smallest/largest = {part['ratio_to_largest'].min():.3f} ({lo['class_name']} "
+                f"{lo['count']:g} / {hi['class_name']} {hi['count']:g} {lo['unit']})")
+
+    if quality.class_balance_split != EACH_SPLIT:
+        where = cls["split"].iloc[0] if "split" in cls else None
+        return line(cls) + (f" in {where}" if isinstance(where, str) else
+                            " in all splits together")
+    worst = cls.loc[cls["ratio_to_largest"].idxmin(), "split"]
+    ratios = cls.groupby("split", sort=False)["ratio_to_largest"].min()
+    return (f"worst split {worst}: " + line(cls[cls["split"] == worst]) + "; per split "
+            + ", ".join(f"{s} {r:.3f}" for s, r in ratios.items()))
+
+
 def _observed_boxes(rec: pd.DataFrame, obj: pd.DataFrame, num_classes: int | None) -> str:
     """Item 3's line for detection: records whose label array is malformed, objects whose
     class or box is not valid."""
@@ -352,6 +377,12 @@ def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
                        f"{r.near_dup_bits:g} bits")
             if len(out) == MAX_EVIDENCE:
                 break
+    elif name == "class_name_case":
+        from recforge.quality.frames import case_twins
+
+        for group in case_twins(list(frames["class_names"]["class_name"]))[:MAX_EVIDENCE]:
+            out.append(" / ".join(group) + ": one class each, differing only by case; "
+                       "labels.case: lower makes them one class")
     elif name == "split_keys":
         for key, g in list(rec[rec["source_key_splits"] > 1].groupby("source_key"))[:MAX_EVIDENCE]:
             out.append(f"{key}: in " + ", ".join(g["record"]))

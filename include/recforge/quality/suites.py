@@ -1,4 +1,4 @@
-"""The expectation plans: checklist items 1-15 as GX expectations, tagged with their check.
+"""The expectation plans: checklist items 1-16 as GX expectations, tagged with their check.
 
 Each checklist item is one named check (``recforge.spec.quality.CHECKS``): an expectation or a
 small group tagged ``meta.check``, with a severity from :class:`QualitySpec` (``fail`` blocks
@@ -165,6 +165,12 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
         f"count / largest >= {quality.class_balance_min_ratio}",
         gxe.ExpectColumnValuesToBeBetween, column="ratio_to_largest",
         min_value=quality.class_balance_min_ratio)
+    # 16 class names that differ only by case
+    if frames.get("class_names") is not None and not frames["class_names"].empty:
+        add("class_names", "class_name_case", "no other class name equal but for case",
+            gxe.ExpectColumnValuesToBeInSet, column="same_but_case", value_set=[1])
+    else:
+        not_run["class_name_case"] = "no classes.json"
     # 12 split independence
     add("records", "split_keys", "source key in one split only", gxe.ExpectColumnValuesToBeInSet,
         column="source_key_splits", value_set=[1])

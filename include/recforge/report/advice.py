@@ -3,6 +3,7 @@ report's checklist shows under a warning or a failure."""
 
 from __future__ import annotations
 
+from recforge.spec.dataset import SOURCE_SPLIT_WARNINGS
 from recforge.spec.quality import CHECK_BY_NAME
 
 # a check's severity as the report says it (spec.quality.Severity)
@@ -62,6 +63,31 @@ ADVICE: dict[str, tuple[str, str]] = {
                  "the evidence, or relax quality.min_box_side_px"),
     "masks": ("an image has no mask, or its mask has another size",
               "add the missing masks (same key under the masks prefix) at the image's size"),
+    "class_name_case": ("two class names differ only by case (Dog, dog), so one kind of thing "
+                        "is two classes with two ids and the model is asked to tell them apart",
+                        "set labels.case: lower in the spec to number them as one class, or "
+                        "rename the folders (or list labels) so each class is written one way"),
+}
+
+# splits.from: source — the splits are the publisher's: what a leak across them means and
+# what to do differ from a split recforge drew by hash
+SOURCE_SPLIT_ADVICE: dict[str, tuple[str, str]] = {
+    "split_keys": ("the source puts one object in two splits (a list file names it under "
+                   "both), so validation scores count an image the model trained on",
+                   "fix the source's split (the list files or split folders) so each object "
+                   "is in one split"),
+    "split_content": ("byte-identical images sit in two of the source's own splits (copies "
+                      "under different keys; public datasets ship some): validation scores "
+                      "count images the model trained on",
+                      "keep the official split to compare with published results, or delete "
+                      "one copy of each pair named in the evidence from the source"),
+    "near_duplicates": ("images in two of the source's own splits look almost the same (a "
+                        "perceptual hash within a few bits: crops, resizes or re-encodes of "
+                        "one photo; public datasets ship some), so validation scores on them "
+                        "are optimistic",
+                        "keep the official split to compare with published results, or look "
+                        "at the pairs under Near-duplicates and delete one image of each pair "
+                        "that is a copy from the source"),
 }
 
 
@@ -69,15 +95,26 @@ def severity_words(severity: str) -> str:
     return SEVERITY_WORDS.get(severity, severity)
 
 
-def explain(name: str, status: str, severity: str) -> str:
+def explain(name: str, status: str, severity: str, *, splits_from_source: bool = False
+            ) -> str:
     """The sentence under a check that warned or failed: what it means, what to do, and
-    (for a warning) why it did not block publish."""
+    (for a warning) why it did not block publish. ``splits_from_source``: the spec keeps the
+    source's own splits (``splits.from: source``), where cross-split duplicates warn by
+    default."""
     means, todo = ADVICE.get(name, ("the check did not pass", "see the Data Docs evidence"))
+    if splits_from_source and name in SOURCE_SPLIT_ADVICE:
+        means, todo = SOURCE_SPLIT_ADVICE[name]
     text = f"Means: {means}. To do: {todo}."
     if status == "warning":
         check = CHECK_BY_NAME.get(name)
-        why = ("it warns by default" if check is not None and check.default == "warn"
-               else f"this spec sets quality.severity.{name}: warn")
+        if splits_from_source and name in SOURCE_SPLIT_WARNINGS:
+            why = ("with splits.from: source it warns by default, since the splits are the "
+                   "publisher's and public datasets ship known duplicates across them; set "
+                   f"quality.severity.{name}: fail to make it block publish")
+        elif check is not None and check.default == "warn":
+            why = "it warns by default"
+        else:
+            why = f"this spec sets quality.severity.{name}: warn"
         text += f" Does not block publish: {why}."
     elif status == "failed":
         text += " It blocks publish: this version is not published until it passes."

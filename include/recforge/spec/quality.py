@@ -47,11 +47,15 @@ CHECKS: tuple[Check, ...] = (
           "object (negatives) within their share", "warn"),
     Check("box_size", "15", "tiny boxes and extreme box aspect ratios within their share",
           "warn"),
+    Check("class_name_case", "16", "no two class names that differ only by case (Dog, dog)",
+          "warn"),
 )
 CHECK_BY_NAME = {c.name: c for c in CHECKS}
 LOADER_CHECKS = ("loader_dtype", "loader_range", "loader_shape", "gpu_memory",
                  "loader_throughput")
 DETECTION_CHECKS = ("objects_per_image", "box_size")  # run for task: detection only
+# quality.class_balance_split: every split checked on its own
+EACH_SPLIT = "each"
 
 
 class LoaderQuality(StrictModel):
@@ -89,7 +93,8 @@ class QualitySpec(StrictModel):
         description="smallest/largest class count (segmentation: pixel count) must be >= this",
     )
     class_balance_split: str | None = Field(
-        "train", description="split whose balance is checked; null = all splits together"
+        "train", description=f"split whose balance is checked; {EACH_SPLIT}: each split on "
+        "its own (the worst split is reported); null = all splits together"
     )
     near_duplicate_hamming: int = Field(
         4, ge=0, le=16,
