@@ -81,7 +81,8 @@ def test_a_split_with_63_bit_keys_takes_the_fast_path(tmp_path):
 
 @pytest.mark.parametrize("text", [
     b"0\t1.000000\ta.jpg\r\n",  # str.splitlines would see another line
-    "0\t1.000000\ta\u2028b.jpg\n".encode(),
+    "0\t1.000000\ta\u2028b.jpg\r\n".encode(),  # and a CR beside it
+    "0\tnan\ta\u2028b.jpg\n".encode(),
     b"0\t1.000000\t\xff.jpg\n",  # not UTF-8
     b"0\t1.000000\t2.000000\ta.jpg\n",  # two labels: not the fast path's business
     b"0.0\t1.000000\ta.jpg\n",  # int() refuses a key with a point
@@ -89,6 +90,12 @@ def test_a_split_with_63_bit_keys_takes_the_fast_path(tmp_path):
 ])
 def test_non_canonical_lst_is_declined(text):
     assert scan.parse_lst(text) is None
+
+
+def test_lst_paths_holding_unicode_line_separators_are_read_line_by_line():
+    text = "7\t1.000000\tcaf\x85s/a\u2028b.jpg\n9\t0.000000\tx\u2029.jpg\n".encode()
+    keys, labels = scan.parse_lst(text)
+    assert keys.tolist() == [7, 9] and labels.tolist() == [1.0, 0.0]
 
 
 def test_lst_parses_keys_and_labels_whatever_the_path():

@@ -144,8 +144,7 @@ def run_demo(repo: Path, port: int = 9000, per_class: int = 40,
     print(f"report: {local / names.REPORT}")
     print(f"  open it in a browser: {(local / names.REPORT).resolve().as_uri()}")
     print("quarantined:")
-    for line in (local / names.QUARANTINE).read_text().splitlines():
-        e = json.loads(line)
+    for e in storage.parse_jsonl((local / names.QUARANTINE).read_bytes()):
         print(f"  {e['source_key']:<32} {e['reason']:<22} {e['detail']}")
     if local_server:
         print("\n" + next_steps(endpoint, version_uri, repo))

@@ -113,7 +113,9 @@ def detection_lst(data: bytes, num_classes: int | None) -> tuple[np.ndarray, str
     """The keys of a detection ``.lst`` and the first problem of its label arrays (each
     line ``key<TAB>label…<TAB>path``, read as im2rec reads it), or None."""
     keys = []
-    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+    for n, line in enumerate(data.decode("utf-8").split("\n"), 1):
+        if not line:  # the end of the last line (a key may hold any other line break)
+            continue
         fields = line.split("\t")
         try:
             keys.append(int(fields[0]))

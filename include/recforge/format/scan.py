@@ -24,6 +24,7 @@ at an aligned magic (``cflag`` 1..3, rare in real JPEG data) are read one by one
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import warnings
@@ -110,13 +111,13 @@ def parse_lst(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     """``(keys, labels)`` of a canonical single-label ``.lst`` (``key<TAB>label<TAB>path``,
     UTF-8), else None."""
     buf = np.frombuffer(data, np.uint8)
-    if (buf >= 0x80).any():  # not ASCII: must be UTF-8 without the other line breaks
-        if any(b in data for b in _ODD_BREAKS):
-            return None
+    if (buf >= 0x80).any():  # not ASCII: must be UTF-8
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return None
+        if any(b in data for b in _ODD_BREAKS):  # a path with U+2028 and the like
+            return _parse_lst_lines(data)
     table = _table(buf, 2)
     if table is None:
         return None
@@ -140,6 +141,30 @@ def parse_lst(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     if keys is None or labels is None or (keys >= MAX_KEY).any():
         return None
     return keys.astype(np.int64), labels
+
+
+def _parse_lst_lines(data: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`parse_lst` line by line, split on ``\\n`` alone as MXNet reads a ``.lst``: for
+    the rare file whose paths hold a character ``str.splitlines`` breaks at."""
+    if not data.endswith(b"\n"):
+        return None
+    keys, labels = [], []
+    for line in data[:-1].split(b"\n"):
+        fields = line.split(b"\t")
+        if len(fields) != 3 or not fields[0].isdigit() or not fields[2] \
+                or len(fields[0]) > MAX_DIGITS or min(line.replace(b"\t", b" ")) < 32:
+            return None
+        try:
+            label = float(fields[1])
+        except ValueError:
+            return None
+        if not math.isfinite(label):
+            return None
+        keys.append(int(fields[0]))
+        labels.append(label)
+    if not keys or max(keys) >= MAX_KEY:
+        return None
+    return np.array(keys, np.int64), np.array(labels, np.float64)
 
 
 @dataclass(frozen=True)

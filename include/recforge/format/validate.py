@@ -221,7 +221,9 @@ def validate_split_records(root: Path, split: str, num_classes: int | None,
         except UnicodeDecodeError as exc:
             rep.fail(f"{lst.name} is not UTF-8 ({exc.reason} at byte {exc.start})")
     if lst_text is not None:
-        lines = lst_text.splitlines()
+        lines = lst_text.split("\n")  # a path may hold U+2028 and the like: "\n" alone
+        if lines[-1] == "":
+            lines.pop()
         for n, line in enumerate(lines, 1):
             if n in quarantined:  # not packed, as its quarantine report says
                 rep.lst_lines += 1

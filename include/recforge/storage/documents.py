@@ -1,10 +1,41 @@
-"""JSON and JSON-lines documents, and streamed lines, over ``objects``."""
+"""JSON and JSON-lines documents, and streamed lines, over ``objects``.
+
+JSON lines have one writer (:func:`jsonl_line`, :func:`jsonl_bytes`) and one reader
+(:func:`parse_jsonl`, :func:`iter_jsonl`) for every ``.jsonl`` recforge writes: a row is one
+line, and lines are split on ``\\n`` alone. A key or class name may hold any character S3 and
+XML allow; ``str.splitlines`` would also break a line at U+0085, U+2028 and U+2029, so the
+writer escapes those three as well (valid JSON either way), and a row survives any line
+reader a user points at the file.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from recforge.storage.objects import get_bytes, iter_chunks, put_bytes
+
+# the line breaks of str.splitlines that JSON leaves raw inside a string (it escapes < 0x20)
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028",
+                              "\u2029": "\\u2029"})
+
+
+def jsonl_line(row) -> str:
+    """One JSON-lines row, without its ``\\n``: keys sorted, text as UTF-8, no line break
+    any line reader would split at."""
+    import json
+
+    return json.dumps(row, ensure_ascii=False, sort_keys=True).translate(_LINE_BREAKS)
+
+
+def jsonl_bytes(rows: Iterable) -> bytes:
+    return "".join(jsonl_line(r) + "\n" for r in rows).encode("utf-8")
+
+
+def parse_jsonl(data: bytes) -> list:
+    """The rows of JSON-lines bytes (split on ``\\n`` only; blank lines skipped)."""
+    import json
+
+    return [json.loads(line) for line in data.split(b"\n") if line.strip()]
 
 
 def read_json(uri: str):
@@ -53,13 +84,8 @@ def iter_jsonl(uri: str) -> Iterator[dict]:
 
 
 def read_jsonl(uri: str) -> list[dict]:
-    import json
-
-    return [json.loads(line) for line in get_bytes(uri).decode("utf-8").splitlines() if line]
+    return parse_jsonl(get_bytes(uri))
 
 
 def write_jsonl(uri: str, rows) -> str:
-    import json
-
-    return put_bytes(uri, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"
-                           for r in rows).encode("utf-8"), "application/x-ndjson")
+    return put_bytes(uri, jsonl_bytes(rows), "application/x-ndjson")

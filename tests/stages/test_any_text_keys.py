@@ -1,0 +1,37 @@
+"""Keys and class names holding any character S3 allows — U+0085 (a mis-decoded cp1252
+"…"), U+2028, U+2029 — build like any other: every JSON-lines file round-trips them, so
+the night neither fails nor loses the object."""
+
+from __future__ import annotations
+
+from recforge import storage
+from recforge.format import names
+from recforge.spec import parse_spec
+from tests.common.detection import build
+from tests.common.helpers import jpeg
+
+KEYS = ("caf\x85s/one\u2028line.jpg", "caf\x85s/two\u2029para.jpg", "dogs/a\x85b.jpg",
+        "dogs/plain.jpg", "dogs/broken\u2028.jpg")
+
+
+def test_line_breaking_characters_in_keys_and_class_names_build(bucket):
+    src = f"s3://{bucket}/raw"
+    for i, key in enumerate(KEYS):
+        data = jpeg(32, 40, seed=i)
+        storage.put_bytes(storage.join(src, key), data[:40] if "broken" in key else data)
+    spec = parse_spec({"name": "text", "source": {"uri": src},
+                       "publish": {"uri": f"s3://{bucket}/datasets"},
+                       "splits": {"val_ratio": 0.0}, "pack": {"resize": 0}})
+    run = build(spec, "any-text")
+    records = storage.read_jsonl(storage.join(run.out, names.RECORDS))
+    assert sorted(r["source_key"] for r in records) == sorted(k for k in KEYS
+                                                              if "broken" not in k)
+    classes = storage.read_json(storage.join(run.out, names.CLASSES))["classes"]
+    assert classes == ["caf\x85s", "dogs"]
+    refused = storage.read_jsonl(storage.join(run.out, names.QUARANTINE))
+    assert [(e["source_key"], e["reason"]) for e in refused] == [("dogs/broken\u2028.jpg",
+                                                                 "truncated")]
+    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    assert (summary["listed"], summary["packed"], summary["quarantined"]) == (5, 4, 1)
+    lst = storage.get_bytes(storage.join(run.out, names.lst("train"))).decode()
+    assert lst.count("\n") == 4
