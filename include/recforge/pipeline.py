@@ -162,11 +162,19 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
     """Run every stage of the spec's task kind; returns each stage's result by task id
     (per-shard stages: a list, one per shard). ``dry_run`` stops before ``publish``. When
     ``split`` finds the content unchanged since the latest version (and not
-    ``force_rebuild``), the run stops there: ``no_change`` is true, nothing is published."""
+    ``force_rebuild``), the run stops there: ``no_change`` is true, nothing is published.
+    A run id that already published its version only finishes that publish
+    (``latest.json``): ``already_published`` names the version."""
     run = Run(spec, run_id or new_run_id(), force_rebuild=force_rebuild, dry_run=dry_run,
               slots=workers or os.cpu_count())
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
+    done = run.published_version()
+    if done:  # killed between manifest.json and latest.json, or run twice: finish, report
+        log.info("build %s: run %s already published %s; finishing its publish only",
+                 spec.name, run.run_id, done)
+        return {**result, "already_published": done, "no_change": False,
+                "publish": stages.entry("publish")(run)}
     plan = stages.stages_for(spec.task)
     timings = result["seconds"] = {}  # wall time per stage (per-shard stages: together)
     warmed = False

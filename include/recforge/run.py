@@ -35,13 +35,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from recforge import releases, storage
+from recforge.errors import SpecError
 from recforge.format import names
 from recforge.spec import DatasetSpec
 
 
 def safe_run_id(run_id: str) -> str:
-    """Airflow run ids contain ':' and '+'; keep S3 keys plain."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_") or "run"
+    """Airflow run ids contain ':' and '+'; keep S3 keys plain. A run id that would name no
+    folder of its own (``..``, ``.``, nothing but punctuation) is refused: its staging would
+    land in the dataset's shared staging root."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("_")
+    if not re.search(r"[A-Za-z0-9]", safe) or ".." in safe:
+        raise SpecError(f"run id {run_id!r} names no folder of its own (it needs a letter or "
+                        "digit and no '..'); trigger the run with another run id")
+    return safe
 
 
 def new_run_id() -> str:
@@ -72,6 +79,9 @@ class Run:
     force_rebuild: bool = False  # build and publish even when nothing changed
     dry_run: bool = False  # stop before publish: the merged dataset stays in staging out/
     _home: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def __post_init__(self):
+        safe_run_id(self.run_id)  # a run id naming no folder of its own fails before any I/O
 
     @property
     def staging(self) -> str:
@@ -222,6 +232,17 @@ class Run:
         version = new_version(run_id=self.run_id, content_id=content.get("content_id"))
         storage.write_json(chosen, {"version": version})
         return version
+
+    def published_version(self) -> str | None:
+        """The version this run already published (its chosen version holds a manifest
+        naming this run), else None: a re-run of such a run only finishes its publish
+        (``latest.json``), and never writes into the published folder again."""
+        chosen = self.uri("publish", "version.json")
+        if self.dry_run or not storage.exists(chosen):
+            return None
+        version = storage.read_json(chosen)["version"]
+        manifest = releases.read_manifest(releases.version_uri(self.spec, version))
+        return version if manifest and manifest.get("run_id") == self.run_id else None
 
     def pin_version(self, version: str) -> str:
         """Choose ``version`` explicitly (replaces an earlier choice)."""

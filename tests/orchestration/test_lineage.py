@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _spec(source: str = "s3://bkt/raw/pets"):
-    return parse_spec({"name": "pets", "source": {"uri": source},
+    return parse_spec({"name": "pets", "source": {"uri": source, "allowed": ["s3://bkt/raw"]},
                        "publish": {"uri": "s3://bkt/datasets/"}})
 
 

@@ -32,6 +32,14 @@ def _build(args: argparse.Namespace) -> int:
             progress.use_bars(False)
     else:
         result = run_build()
+    if result.get("already_published"):
+        published = result["publish"]
+        print(f"dataset {spec.name}: run {result['run_id']} already published version "
+              f"{published['version']} ({published['uri']}); latest.json checked — "
+              "nothing else to do")
+        if args.json:
+            print(json.dumps(result, indent=2, default=str))
+        return 0
     if result["no_change"]:
         split = result["split"]
         print(f"dataset {spec.name}: no changes since the latest version (content id "

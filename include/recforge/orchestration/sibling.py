@@ -49,9 +49,11 @@ def finished(ti, dag_id: str, run_id: str, task_id: str,
         if state in ENDED_WITHOUT_SUCCESS:
             from airflow.sdk.exceptions import AirflowSkipException
 
-            raise AirflowSkipException(
-                f"{task_id} ended {state}: nothing to check its results against; its own "
-                f"failure is the run's (clear {task_id} and this task to run both again)")
+            why = (f"{task_id} ended {state}: nothing to check its results against; its "
+                   f"own failure is the run's (clear {task_id} and this task to run both "
+                   "again)")
+            log.warning("skipped: %s", why)  # Airflow's own line says only "Skipping task."
+            raise AirflowSkipException(why)
         if state == "running":
             not_running_since.clear()
             return False

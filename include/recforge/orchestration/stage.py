@@ -16,11 +16,13 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from recforge import stages
+from recforge import stages, storage
 from recforge.errors import RecforgeFailure, SpecError
 from recforge.orchestration import connections, lineage, pools, specs, xcom
 from recforge.run import Run
 from recforge.spec import DatasetSpec, load_specs, using_specs_dir
+
+log = logging.getLogger(__name__)
 
 # Param name → dotted spec field it overrides (None/empty means "keep the spec's value").
 PARAM_FIELDS = {
@@ -47,10 +49,50 @@ def spec_by_name(name: str, directory: str | Path | None = None) -> DatasetSpec:
         raise SpecError(f"no dataset spec named {name!r} under {folder}") from None
 
 
+# run switches beside the spec overrides: what a run does, not what it builds
+RUN_PARAMS = ("dry_run", "force_rebuild")
+# a trigger's URI override → the spec's prefixes it must lie inside (besides the spec's own)
+URI_BOUNDS = {"source_uri": ("source.uri", "source"), "publish_uri": ("publish.uri", "publish")}
+
+
 def overrides_from_params(params: dict | None) -> dict:
     params = params or {}
     return {field: params[p] for p, field in PARAM_FIELDS.items()
             if params.get(p) not in (None, "")}
+
+
+def checked_overrides(spec: DatasetSpec, params: dict | None) -> dict:
+    """The spec overrides of a triggered run's params, refused unless every param is known
+    and every URI stays inside what the dataset may touch: its own URI, or a prefix its
+    spec lists in ``source.allowed`` / ``publish.allowed``. A local path is the worker's own
+    disk: allowed only when such a list names it. The CLI builds without these bounds
+    (whoever runs it has the worker's access already)."""
+    from recforge.spec.dataset import check_uri, is_local, within
+
+    unknown = sorted(set(params or {}) - set(PARAM_FIELDS) - set(RUN_PARAMS))
+    if unknown:
+        raise SpecError(f"unknown run parameter(s) {unknown}; known: "
+                        f"{sorted([*PARAM_FIELDS, *RUN_PARAMS])}")
+    overrides = overrides_from_params(params)
+    for param, (dotted, section) in URI_BOUNDS.items():
+        if dotted not in overrides:
+            continue
+        uri = str(overrides[dotted])
+        try:
+            check_uri(uri, param)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        own = getattr(spec, section).uri
+        allowed = getattr(spec, section).allowed
+        if uri.rstrip("/") == own.rstrip("/") or within(uri, allowed):
+            continue
+        where = f"inside {list(allowed)}" if allowed else f"{own} (the spec's own)"
+        kind = "the local path" if is_local(uri) else ""
+        raise SpecError(
+            f"{param} {kind + ' ' if kind else ''}{uri!r} is outside what dataset "
+            f"{spec.name} may touch: it must be {where}. To allow other prefixes, list them "
+            f"in the spec's {section}.allowed (docs/operations.md#who-may-trigger-what)")
+    return overrides
 
 
 def max_map_length() -> int:
@@ -72,7 +114,7 @@ def pack_slots() -> int:
 def run_for(name: str, params: dict | None, run_id: str,
             directory: str | Path | None = None) -> Run:
     spec = spec_by_name(name, directory)
-    overrides = overrides_from_params(params)
+    overrides = checked_overrides(spec, params)
     if overrides:
         spec = spec.with_overrides(overrides)
     return Run(spec, run_id, max_shards=max_map_length(), slots=pack_slots(),
@@ -119,7 +161,9 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
         with using_specs_dir(folder):
             run = run_for(name, params, run_id, folder)
             connections.use_connection(run.spec.aws_conn_id)
-            result = stages.entry(task_id)(run, *args)
+            done = run.published_version() if task_id != "publish" else None
+            result = already_published(run, task_id, done) if done else \
+                stages.entry(task_id)(run, *args)
         lineage.report(task_id, run, result)
         return result
     except RecforgeFailure as exc:
@@ -136,6 +180,19 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
         if ti is not None and not _airflow_control(exc):
             _push(ti, xcom.ERROR_KEY, f"{type(exc).__name__}: {exc}"[:4000])
         raise
+
+
+def already_published(run: Run, task_id: str, version: str) -> dict:
+    """What a task of a run that already published ``version`` returns instead of running
+    (a cleared or re-run DAG run): nothing is written, so the published folder never
+    changes; split hands on the same pack tasks so the run reaches publish, which finishes
+    ``latest.json``."""
+    log.info("%s: run %s already published %s; nothing to do before publish", task_id,
+             run.run_id, version)
+    result = {"already_published": version}
+    if task_id == "split":
+        result["pack_tasks"] = storage.read_json(run.shard_list).get("pack_tasks", [])
+    return result
 
 
 def _airflow_control(exc: Exception) -> bool:
