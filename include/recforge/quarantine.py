@@ -7,7 +7,6 @@ counts reconcile exactly (listed = packed + quarantined).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 from recforge import storage
@@ -47,8 +46,11 @@ FIXES = {
     "mask_mode_unsupported": "save masks as palette (P), grayscale ids (L) or RGB colour PNGs",
     "mask_values_out_of_range": "class masks must be 8-bit (ids 0-255); re-export the mask",
     "mask_not_converted": "the packer got a colour mask; convert masks to class ids first",
-    "not_selected": "the pair rule (mask_suffix or the pair list) does not use this file; "
-    "nothing to do, or change the rule",
+    "split_mismatch": "the image and its mask are filed under different split folders "
+    "(splits.from: source); move the mask into its image's split folder",
+    "not_in_split_folder": "with splits.from: source images and masks live under "
+    "<images>/<split>/… and <masks>/<split>/…; move it into a split folder, or use "
+    "splits.from: hash",
     "outside_pair_folders": "not under the spec's images or masks folder; move or remove it",
     "duplicate_stem": "two images (or masks) share one name stem; rename one",
     "outside_root": "the .lst path is absolute, climbs out of ROOT with '..', or is a "
@@ -57,15 +59,33 @@ FIXES = {
     ">= 0 and float32 labels; fix or regenerate the .lst",
     "duplicate_key": "an earlier .lst line has the same index, and an .idx key must be "
     "unique; renumber the .lst",
+    # classification list files (layout: list; docs/datasets.md)
+    "listed_image_missing": "a list row names an image that is not under source.uri "
+    "(columns.key_match: stem matches it without its extension); upload the image, fix the "
+    "row, or point source.uri at the folder the list's keys are relative to",
+    "list_key_ambiguous": "with columns.key_match name or stem the row's key fits several "
+    "images (one name in two folders); list the images by path (key_match: path)",
+    "bad_list_row": "the list row has no key (too few cells, or an empty key cell); fix the "
+    "row, or name the right columns in source.columns",
+    "list_no_label": "the image's list row has no label (an empty or missing label cell); "
+    "label it in the list, or remove its row",
+    "list_conflict": "two list rows (or a list row and the image's class folder) give the "
+    "image different labels or splits; keep one row per image",
+    "list_unknown_split": "the list row's split is a name splits.folders maps to no split; "
+    "map it there (e.g. {val: [val, dev]}) or fix the row",
     # detection annotations (docs/detection.md)
     "annotation_missing": "the image has no annotation (VOC: no Annotations/<id>.xml; COCO: "
-    "no images entry in any annotations/*.json); add it, or remove the image",
+    "no images entry in the instances file of its folder); add it, or remove the image",
     "orphan_annotation": "an annotation with no image (VOC: no JPEGImages/<id>.<ext>); add "
     "the image or remove the annotation",
     "annotation_unparsable": "the annotation file is not well-formed VOC XML / COCO JSON (the "
     "detail says where); re-export it from the labelling tool",
-    "not_in_detection_layout": "voc needs JPEGImages/ and Annotations/, coco annotations/*.json "
-    "and images/; move the object there or remove it",
+    "not_in_detection_layout": "voc needs JPEGImages/ and Annotations/ (in each VOC<year>/ of "
+    "source.voc.years), coco annotations/instances_*.json and images/ or <split><year>/; "
+    "move the object there or remove it",
+    "image_set_missing": "a VOC ImageSets/Main list names an image id with neither "
+    "JPEGImages/<id>.<ext> nor Annotations/<id>.xml; upload both, or use the list of the "
+    "download it came with",
     "image_missing": "the annotation file names an image that is not in the source; upload "
     "the image, or remove its entry from the annotation file",
     "bad_object": "the object's entry is incomplete (no name, no box, or a value that is not "
@@ -138,7 +158,7 @@ class QuarantineEntry:
     def to_json(self) -> str:
         doc = {k: v for k, v in asdict(self).items()
                if v is not None or k not in ("part", "box")}
-        return json.dumps({**doc, "fix": self.fix}, ensure_ascii=False, sort_keys=True)
+        return storage.jsonl_line({**doc, "fix": self.fix})
 
     @classmethod
     def from_dict(cls, d: dict) -> QuarantineEntry:
@@ -152,5 +172,4 @@ def dumps(entries: list[QuarantineEntry]) -> bytes:
 
 
 def loads(data: bytes) -> list[QuarantineEntry]:
-    return [QuarantineEntry.from_dict(json.loads(line))
-            for line in data.decode("utf-8").splitlines() if line.strip()]
+    return [QuarantineEntry.from_dict(d) for d in storage.parse_jsonl(data)]

@@ -56,7 +56,7 @@ def test_segmentation_run(tmp_path, source):
         "publish": {"uri": str(tmp_path / "pub")}})
     run = Run(spec, "t1")
     ingest.ingest(run)
-    assert flatten.flatten(run) == {"items": 6, "classes": 0, "quarantined": 6}
+    assert flatten.flatten(run) == {"items": 6, "classes": 0, "quarantined": 0, "not_used": 6}
     assert remap_labels.remap_labels(run)["num_classes"] == 19
     shards = split.split(run)["shards"]
     # content-defined shards (about pack.shard_size each): how many depends on the keys
@@ -69,12 +69,13 @@ def test_segmentation_run(tmp_path, source):
                for r in converted)
 
     summary = merge.merge(run)
-    assert {k: summary[k] for k in ("listed", "packed", "quarantined")} == \
-        {"listed": 18, "packed": 8, "quarantined": 10}
+    assert {k: summary[k] for k in ("listed", "packed", "quarantined", "not_used")} == \
+        {"listed": 18, "packed": 8, "quarantined": 4, "not_used": 6}
+    assert summary["not_used_by_reason"] == {"not_selected": 6}  # the *_labelIds.png siblings
     assert summary["splits"] == {"train": 4}
     entries = quarantine.loads(storage.get_bytes(run.output("quarantine.jsonl")))
     reasons = sorted(e.reason for e in entries)
-    assert reasons == ["mask_size_mismatch"] * 2 + ["not_selected"] * 6 + ["undecodable"] * 2
+    assert reasons == ["mask_size_mismatch"] * 2 + ["undecodable"] * 2
     records = storage.read_jsonl(run.output("records.jsonl"))
 
     # validate: classification checks on the images and mask checks on the pair
