@@ -185,8 +185,8 @@ class _Scan:
         self.heights.append(_whole(height) or 0)
 
 
-def _scan(f, prefix: str = IMAGE_PREFIX) -> _Scan:  # noqa: C901 - one flat dispatch loop
-    s = _Scan(prefix)
+def _scan(f, image_prefix: str = IMAGE_PREFIX) -> _Scan:  # noqa: C901 - one flat loop
+    s = _Scan(image_prefix)
     ann_id, image_id, cat_id, box, crowd_col = (s.ann_id, s.image_id, s.cat_id, s.box,
                                                 s.crowd)
     codes = _CODES.get
@@ -370,7 +370,9 @@ def _category(s: _Scan, cid, name) -> None:
 def parse(path: Path | str, key: str, stage: str = "flatten",
           image_prefix: str = IMAGE_PREFIX) -> CocoAnnotations:
     """Parse the COCO instances file at ``path`` (``key``: its key in the source, which
-    names the refusals that belong to no image) into ``(file_name, Annotation)`` pairs.
+    names the refusals that belong to no image) into ``(file_name, Annotation)`` pairs;
+    ``image_prefix`` is the folder of the images (``train2017/``), whose key names an image's
+    refusals.
 
     One pair per kept ``images`` entry, in the order of the ``images`` array; its objects
     ordered by annotation id (equal ids in file order), each ``[category name, xmin, ymin,

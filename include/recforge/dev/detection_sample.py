@@ -40,7 +40,7 @@ BAD_OBJECTS = {
         "Annotations/no_objects.xml": "no_objects",
         "JPEGImages/truncated.jpg": "truncated",
         "Annotations/truncated.xml": "truncated",
-        "README.txt": "unsupported_extension",
+        "README.txt": "not_in_detection_layout",  # .txt is read (ImageSets), not at the top
     },
     "coco": {
         "annotations/broken.json": "annotation_unparsable",

@@ -46,6 +46,10 @@ class Flattened:
     refused: list[QuarantineEntry]
     not_used: list[NotUsed] = field(default_factory=list)
     used: list[str] = field(default_factory=list)
+    # the order the source gives its classes (COCO: by category id), which numbers a first
+    # version and the classes a later one appends; None: by name
+    class_order: list[str] | None = None
+    counts: dict[str, int] = field(default_factory=dict)  # into summary.json: crowd_dropped
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ def normalise_names(items: list[dict], labels) -> None:
 
 def flatten(run: Run) -> dict:
     """Items for the spec's task (``run.items``) + this stage's quarantine, the objects set
-    aside (``run.not_used``) and the files used whole (``run.annotation_files``)."""
+    aside (``run.not_used``) and the files used whole (``run.annotation_files``, with the
+    source's class order and the layout's counts)."""
     spec = run.spec
     rows = storage.read_jsonl(run.ingested)
     layout = layouts.for_spec(spec)
@@ -43,7 +44,10 @@ def flatten(run: Run) -> dict:
     normalise_names(out.items, spec.labels)
     storage.put_bytes(run.stage_quarantine("flatten"), quarantine.dumps(out.refused))
     storage.write_jsonl(run.not_used, [n.row() for n in out.not_used])
-    storage.write_json(run.annotation_files, {"used": out.used})
+    order = list(dict.fromkeys(map(spec.labels.name, out.class_order))) \
+        if out.class_order else None  # the source's class order, as the names are numbered
+    storage.write_json(run.annotation_files, {"used": out.used, "class_order": order,
+                                              **({"counts": out.counts} if out.counts else {})})
     if not out.items:
         found = sorted(r["key"] for r in rows)[:FOUND_SHOWN]
         raise SourceEmpty(
@@ -59,10 +63,11 @@ def flatten(run: Run) -> dict:
     classes = sorted({i["class_name"] for i in out.items if i.get("class_name")} |
                      {o[0] for i in out.items for o in i.get("objects", ())})
     parts = sum(1 for e in out.refused if e.is_part)
-    log.info("flatten: %d items%s, %d quarantined%s, %d not used", len(out.items),
+    log.info("flatten: %d items%s, %d quarantined%s, %d not used%s", len(out.items),
              f" in {len(classes)} classes" if classes else "", len(out.refused) - parts,
-             f" and {parts} annotated object(s) refused" if parts else "", len(out.not_used))
+             f" and {parts} annotated object(s) refused" if parts else "", len(out.not_used),
+             "".join(f", {k} {v}" for k, v in out.counts.items()))
     return {"items": len(out.items), "classes": len(classes),
             "quarantined": len(out.refused) - parts,
             **({"objects_refused": parts} if parts else {}),
-            **({"not_used": len(out.not_used)} if out.not_used else {})}
+            **({"not_used": len(out.not_used)} if out.not_used else {}), **out.counts}

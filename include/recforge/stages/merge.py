@@ -231,7 +231,7 @@ def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
                 row["offset"] += bases[False][i]
                 if masks and "mask_offset" in row:
                     row["mask_offset"] += bases[True][i]
-                records.write((json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+                records.write((storage.jsonl_line(row) + "\n")
                               .encode("utf-8"))
                 accounting.record(row)
                 count += 1
@@ -337,8 +337,10 @@ def merge(run: Run) -> dict:
         if not e.is_part:  # a refused object of an annotation: its image is accounted
             accounting.account(e.source_key, refused=True)
     used: list[str] = []
+    flattened: dict = {}
     if storage.exists(run.annotation_files):  # COCO files, list files: read whole, used
-        used = storage.read_json(run.annotation_files)["used"]
+        flattened = storage.read_json(run.annotation_files)
+        used = flattened["used"]
         for key in used:
             accounting.account(key)
     set_aside = Counter()
@@ -361,6 +363,7 @@ def merge(run: Run) -> dict:
     summary = {**counts, "splits": per_split,
                **({"not_used_by_reason": dict(set_aside)} if set_aside else {}),
                **({"used": sorted(used)} if used else {}),
+               **flattened.get("counts", {}),  # the layout's, e.g. COCO's crowd_dropped
                "quarantined_by_reason": dict(Counter(e.reason for e in entries
                                                      if not e.is_part)),
                **({"objects_quarantined": len(parts), "objects_quarantined_by_reason":

@@ -6,7 +6,11 @@ vanished fails the run — silently shifting ids would corrupt every model fine-
 old ids — unless ``labels.allow_renumbering`` is set, which renumbers from scratch.
 
 Detection: the same, over the class names of the annotated objects (or
-``detection.classes``, whose order numbers a first version).
+``detection.classes``, whose order numbers a first version). Where the source orders its
+classes (COCO: by category id, GluonCV's ``COCODetection.CLASSES`` order, so ``person``,
+id 1, is 0), that order numbers a first version and the classes a later one appends, and
+every class the source defines is numbered, with objects in this build or not (flatten's
+``class_order``); published ids still never change.
 
 Segmentation: the classes come from the label definition (colour map / id map); a class list
 that differs from the published one would silently change what every mask value means, so
@@ -26,10 +30,18 @@ from recforge.spec import specs_dir
 log = logging.getLogger(__name__)
 
 
-def remap(names: set[str], previous: list[str] | None, allow_renumbering: bool) -> list[str]:
-    """The new id → name list. ``previous`` is the published list (index = id) or None."""
+def ordered(names: set[str], order: list[str] | None = None) -> list[str]:
+    """``names`` in the source's ``order``, those it does not name after them by name."""
+    rank = {name: i for i, name in enumerate(order or ())}
+    return sorted(names, key=lambda n: (0, rank[n], "") if n in rank else (1, 0, n))
+
+
+def remap(names: set[str], previous: list[str] | None, allow_renumbering: bool,
+          order: list[str] | None = None) -> list[str]:
+    """The new id → name list. ``previous`` is the published list (index = id) or None;
+    ``order`` the source's class order (None: by name)."""
     if not previous:
-        return sorted(names)
+        return ordered(names, order)
     vanished = [c for c in previous if c not in names]
     if vanished:
         if not allow_renumbering:
@@ -39,8 +51,8 @@ def remap(names: set[str], previous: list[str] | None, allow_renumbering: bool) 
                 "in the spec to renumber all classes (models trained on the old ids break)."
             )
         log.warning("classes %s vanished; renumbering from scratch as allowed", vanished)
-        return sorted(names)
-    added = sorted(names - set(previous))
+        return ordered(names, order)
+    added = ordered(names - set(previous), order)
     if added:
         log.info("appending new classes %s after the %d published ones", added, len(previous))
     return list(previous) + added
@@ -58,9 +70,10 @@ def remap_labels(run: Run) -> dict:
         return _segmentation_classes(run)
     detection = run.spec.task == "detection"
     given = run.spec.detection.classes if detection else None
+    order = source_order(run) if detection else None
     if detection:
         names = set(given) if given is not None else \
-            {o[0] for i in storage.iter_jsonl(run.items) for o in i["objects"]}
+            {o[0] for i in storage.iter_jsonl(run.items) for o in i["objects"]} | set(order or ())
     else:
         names = {i["class_name"] for i in storage.iter_jsonl(run.items)}
     if not names:
@@ -72,11 +85,18 @@ def remap_labels(run: Run) -> dict:
     if given is not None and not previous:
         classes = list(given)  # the spec's order numbers a first version
     else:
-        classes = remap(names, previous, run.spec.labels.allow_renumbering)
+        classes = remap(names, previous, run.spec.labels.allow_renumbering, order)
     doc = classes_document(classes, prev_version)
     storage.write_json(run.classes, {**doc, "task": "detection"} if detection else doc)
     log.info("labels: %d classes (previous version: %s)", len(classes), prev_version or "none")
     return {"num_classes": len(classes), "based_on_version": prev_version}
+
+
+def source_order(run: Run) -> list[str] | None:
+    """The class order flatten found in the source (COCO's category ids), if any."""
+    if not storage.exists(run.annotation_files):
+        return None
+    return storage.read_json(run.annotation_files).get("class_order")
 
 
 def _segmentation_classes(run: Run) -> dict:
