@@ -191,7 +191,7 @@ def test_index_is_static_html_listing_every_validation_page(uploaded):
     linked = {(site / u).resolve() for _, a, u in index.urls if a == "href"}
     validations = sorted((site / "validations").rglob("*.html"))
     suites = {"checklist-records", "checklist-sources", "checklist-classes", "checklist-splits",
-              "checklist-loader_batches", "checklist-loader"}
+              "checklist-class_names", "checklist-loader_batches", "checklist-loader"}
     assert {p.relative_to(site / "validations").parts[0] for p in validations} == suites
     assert {p.resolve() for p in validations} <= linked
     rows = index_rows(site)
@@ -234,7 +234,7 @@ def test_demo_sized_site_stays_small(tmp_path):
     result = run(inputs, tmp_path, QualitySpec(severity={"near_duplicates": "warn"}),
                  loader_results=LOADER)
     assert result["failed"] == ["labels"] and result["warned"] == ["near_duplicates"]
-    assert len(list((tmp_path / "validations").rglob("*.html"))) == 6
+    assert len(list((tmp_path / "validations").rglob("*.html"))) == 7
     assert site_size(tmp_path) <= SITE_LIMIT, f"{site_size(tmp_path)} bytes"
 
 

@@ -123,7 +123,7 @@ def gate(root: Path, docs: Path, quality: QualitySpec | None = None, pack=None) 
 
 DETECTION_RAN = {"decode", "index", "labels", "image_size", "sources", "class_balance",
                  "split_keys", "split_content", "near_duplicates", "objects_per_image",
-                 "box_size"}
+                 "box_size", "class_name_case"}
 
 
 def test_a_clean_voc_dataset_passes(tmp_path, docs):

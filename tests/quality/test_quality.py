@@ -89,7 +89,7 @@ def test_clean_dataset_passes_and_builds_data_docs(docs):
     assert result["failed"] == [] and result["warned"] == []
     ran = {n for n, c in result["checks"].items() if c["status"] == "passed"}
     assert ran == {"decode", "index", "labels", "image_size", "sources", "class_balance",
-                   "split_keys", "split_content", "near_duplicates"}
+                   "split_keys", "split_content", "near_duplicates", "class_name_case"}
     assert result["checks"]["gpu_memory"]["status"] == "not run"
     assert result["checks"]["masks"]["status"] == "not run"
     assert (docs / "index.html").exists()

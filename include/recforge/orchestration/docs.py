@@ -32,6 +32,25 @@ published version (publish).
 """
 
 
+# splits.from: source — where each source layout defines its splits
+SOURCE_SPLITS = {
+    "class_folders": "split folders (`<prefix>/<split>/<class>/…`, names per `splits.folders`)",
+    "list": "list files (`source.lists`: one per split, or the split column of `source.list_uri`)",
+    "coco": "COCO's `annotations/instances_<split><year>.json` files",
+    "voc": "VOC's `ImageSets/Main/<set>.txt` lists (`source.voc.image_sets`)",
+}
+
+
+def _splits(spec: DatasetSpec) -> str:
+    """How the splits are made: by a hash of the source key, or kept from the source."""
+    sp = spec.splits
+    if sp.from_source:
+        where = SOURCE_SPLITS.get(spec.source.layout, f"the {spec.source.layout} layout")
+        return f"kept from the source (`splits.from: source`): {where}"
+    return (f"val {sp.val_ratio}, test {sp.test_ratio}, seed {sp.seed} (by a hash of the "
+            "source key)")
+
+
 def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
     """Markdown: the dataset's facts, then the pipeline description shared by every DAG."""
     root = f"{spec.publish.uri.rstrip('/')}/{spec.name}"
@@ -55,8 +74,7 @@ def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
                      "ends (one active run per DAG)" if spec.schedule else
                      "manual runs only (trigger the DAG)"),
         ("Labels", labels),
-        ("Splits", f"val {spec.splits.val_ratio}, test {spec.splits.test_ratio}, "
-                   f"seed {spec.splits.seed} (by a hash of the source key)"),
+        ("Splits", _splits(spec)),
         ("Packing", f"short side {spec.pack.resize or 'kept'} px, {spec.pack.encoding} quality "
                     f"{spec.pack.quality}, " + (
                         "shards sized from the data and the pack slots, several a pack task (auto)"

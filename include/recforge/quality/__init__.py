@@ -13,7 +13,7 @@ it (``gate`` also uses ``report`` to upload the site; ``report`` imports none of
   classes, ``.idx`` files, and a sample of records re-read from the ``.rec``;
 * ``frames`` — the pandas facts: cross-row facts (duplicates across splits, per-object
   accounting, class counts) computed as columns;
-* ``suites`` — the expectation plans, items 1-15 (items 6-10 on the loader benchmark's results,
+* ``suites`` — the expectation plans, items 1-16 (items 6-10 on the loader benchmark's results,
   14-15 and the boxes of item 3 on a detection dataset's objects);
 * ``gx`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts;
   ``docs_site`` (standard library only, used by ``gx``) finishes the site: offline, a static

@@ -238,26 +238,21 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
         if "listed_total" in src:
             r = src.iloc[0]
             return (f"listed {r['listed_total']} (summary.json) vs packed {r['packed']} + "
-                    f"quarantined {r['quarantined']}")
+                    f"quarantined {r['quarantined']} + used or not used {r['used']}")
         lost = int((src["accounted"] == 0).sum())
         twice = int((src["accounted"] > 1).sum())
         unlisted = int((~src["listed"]).sum())
         used = int(src["used"].sum()) if "used" in src else 0
+        not_used = int(src["not_used"].sum()) if "not_used" in src else 0
         return (f"listed {int(src['listed'].sum())}, packed {int(src['packed'].sum())}, "
                 f"quarantined {int(src['quarantined'].sum())}"
                 + (f", {used} annotation files used" if used else "")
+                + (f", {not_used} not used (set aside, not bad data)" if not_used else "")
                 + f"; {lost} unaccounted, {twice} counted twice, {unlisted} not listed")
     if name == "class_balance":
         return _observed_balance(frames["classes"], quality)
     if name == "class_name_case":
-        from recforge.quality.frames import case_twins
-
-        groups = case_twins(list(frames["class_names"]["class_name"]))
-        if not groups:
-            return (f"{len(frames['class_names'])} class names, none equal to another but "
-                    "for case")
-        return (f"{len(groups)} group(s) of class names that differ only by case: "
-                + "; ".join(" / ".join(g) for g in groups))
+        return _observed_case(frames["class_names"])
     if name == "split_keys":
         n = int(rec.loc[rec["source_key_splits"] > 1, "source_key"].nunique())
         return f"{n} source keys in more than one split"
@@ -312,24 +307,35 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
     return ""
 
 
+def _observed_case(class_names: pd.DataFrame) -> str:
+    """Item 16's line: the groups of class names that differ only by case."""
+    from recforge.quality.frames import case_twins
+
+    groups = case_twins(list(class_names["class_name"]))
+    if not groups:
+        return f"{len(class_names)} class names, none equal to another but for case"
+    return (f"{len(groups)} group(s) of class names that differ only by case: "
+            + "; ".join(" / ".join(g) for g in groups))
+
+
 def _observed_balance(cls: pd.DataFrame, quality: QualitySpec) -> str:
     """Item 11's line: smallest/largest class, of the worst split when each split is
     checked on its own (``class_balance_split: each``)."""
     if cls.empty:
         return "no classes"
 
-    def line(part: pd.DataFrame) -> str:
+    def line(part: pd.DataFrame, where: str) -> str:
         lo, hi = part.loc[part["count"].idxmin()], part.loc[part["count"].idxmax()]
-        return (f"smallest/largest = {part['ratio_to_largest'].min():.3f} ({lo['class_name']} "
-                f"{lo['count']:g} / {hi['class_name']} {hi['count']:g} {lo['unit']})")
+        return (f"smallest/largest {where} = {part['ratio_to_largest'].min():.3f} "
+                f"({lo['class_name']} {lo['count']:g} / {hi['class_name']} {hi['count']:g} "
+                f"{lo['unit']})")
 
     if quality.class_balance_split != EACH_SPLIT:
-        where = cls["split"].iloc[0] if "split" in cls else None
-        return line(cls) + (f" in {where}" if isinstance(where, str) else
-                            " in all splits together")
+        split = cls["split"].iloc[0]
+        return line(cls, f"in {split}" if isinstance(split, str) else "in all splits")
     worst = cls.loc[cls["ratio_to_largest"].idxmin(), "split"]
     ratios = cls.groupby("split", sort=False)["ratio_to_largest"].min()
-    return (f"worst split {worst}: " + line(cls[cls["split"] == worst]) + "; per split "
+    return (line(cls[cls["split"] == worst], f"in {worst} (the worst split)") + "; per split "
             + ", ".join(f"{s} {r:.3f}" for s, r in ratios.items()))
 
 

@@ -165,12 +165,7 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
         f"count / largest >= {quality.class_balance_min_ratio}",
         gxe.ExpectColumnValuesToBeBetween, column="ratio_to_largest",
         min_value=quality.class_balance_min_ratio)
-    # 16 class names that differ only by case
-    if frames.get("class_names") is not None and not frames["class_names"].empty:
-        add("class_names", "class_name_case", "no other class name equal but for case",
-            gxe.ExpectColumnValuesToBeInSet, column="same_but_case", value_set=[1])
-    else:
-        not_run["class_name_case"] = "no classes.json"
+    _plan_class_names(add, frames, not_run)  # 16
     # 12 split independence
     add("records", "split_keys", "source key in one split only", gxe.ExpectColumnValuesToBeInSet,
         column="source_key_splits", value_set=[1])
@@ -199,6 +194,17 @@ def plan_expectations(frames: dict[str, pd.DataFrame], quality: QualitySpec, pac
         for name in DETECTION_CHECKS:
             not_run[name] = "not a detection dataset"
     return plans, not_run
+
+
+def _plan_class_names(add, frames: dict[str, pd.DataFrame], not_run: dict[str, str]) -> None:
+    """Item 16: no two names of classes.json differ only by case."""
+    import great_expectations.expectations as gxe
+
+    if frames.get("class_names") is None or frames["class_names"].empty:
+        not_run["class_name_case"] = "no classes.json"
+        return
+    add("class_names", "class_name_case", "no other class name equal but for case",
+        gxe.ExpectColumnValuesToBeInSet, column="same_but_case", value_set=[1])
 
 
 def _share(share: float) -> float:

@@ -6,7 +6,8 @@ near-duplicate pairs side by side, the quarantine with thumbnails and the diff a
 previous version — inline CSS, SVG and JPEG thumbnails, no network.
 Floors: ``objects`` (a detection version's boxes in one array) → ``inputs`` (what a version
 holds) → ``images`` (thumbnails from ranged reads, overlays, boxes), ``charts`` (SVG) and
-``advice`` (what a check that did not pass means) → ``diff`` → ``page`` (the HTML).
+``advice`` (what a check that did not pass means), ``origin`` (where the splits came from,
+what was set aside) → ``diff`` → ``page`` (the HTML).
 ``build_report`` is the one entry point.
 """
 

@@ -7,6 +7,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 
 from recforge import storage
 from recforge.format import names
@@ -16,6 +17,7 @@ from recforge.report.objects import Objects, label_objects
 RECORD_COLUMNS = ("key", "split", "offset", "length", "height", "width", "label", "class_name",
                   "source_key", "phash", "mask_offset", "mask_length", "class_pixels")
 INTERNED = ("split", "class_name")  # few distinct values: one string object each
+NOT_USED_KEPT = 1000  # the first rows of not_used.jsonl the report keeps (summary.json counts all)
 
 
 @dataclass
@@ -25,6 +27,7 @@ class ReportInputs:
     summary: dict = field(default_factory=dict)
     classes: dict = field(default_factory=dict)
     quarantine: list[dict] = field(default_factory=list)
+    not_used: list[dict] = field(default_factory=list)  # not_used.jsonl's first rows
     manifest: dict | None = None  # only a published version has one
     bench: dict | None = None
     quality: dict | None = None  # the checklist's result (quality/quality.json)
@@ -132,6 +135,8 @@ def load(prefix: str) -> ReportInputs:
         classes=classes,
         quarantine=(storage.read_jsonl(storage.join(prefix, names.QUARANTINE))
                     if names.QUARANTINE in present else []),
+        not_used=(list(islice(storage.iter_jsonl(storage.join(prefix, names.NOT_USED)),
+                              NOT_USED_KEPT)) if names.NOT_USED in present else []),
         manifest=manifest,
         bench=_optional_json(prefix, names.BENCH, present),
         quality=_optional_json(prefix, quality_result, present),

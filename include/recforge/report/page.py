@@ -32,6 +32,7 @@ from recforge.report.images import (
 )
 from recforge.report.inputs import Record, ReportInputs, load, read_contents
 from recforge.report.objects import LARGE_PX, SMALL_PX, label_objects, sample
+from recforge.report.origin import accounting, by_reason, split_origin, splits_from_source
 from recforge.spec.dataset import IMAGE_EXTENSIONS
 from recforge.spec.quality import CHECKS
 
@@ -309,12 +310,16 @@ def _summary(inp: ReportInputs, where: Where) -> str:
                                    if inp.segmentation else "classification")),
         ("source", (spec.get("source") or {}).get("uri", "—")),
         ("location", location),
-        ("records", ", ".join(f"{k} {v:,}" for k, v in sorted(per_split.items())) or "0"),
+        ("records", ", ".join(f"{k} {v:,}" for k, v in _in_split_order(per_split.items()))
+         or "0"),
+        ("splits", split_origin(spec) or "—"),
         ("classes", f"{len(inp.class_names):,}"),
-        ("listed / packed / quarantined",
-         f"{s.get('listed', '—'):,} / {s.get('packed', '—'):,} / {s.get('quarantined', '—'):,}"
-         if s else "—"),
+        ("listed = packed + quarantined + not used", accounting(s) or "—"),
     ]
+    if s.get("not_used"):
+        rows.append(("not used (set aside, not bad data)",
+                     f"{s['not_used']:,}: objects of the download that are no part of this "
+                     f"dataset, listed in {names.NOT_USED} and under Quarantine"))
     if inp.detection:
         rows += _object_rows(inp)
     if sizes:
@@ -340,7 +345,13 @@ def _summary(inp: ReportInputs, where: Where) -> str:
 
 
 def _by_reason(counts: dict) -> str:
-    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return by_reason(counts)
+
+
+def _in_split_order(items):
+    """(split, value) pairs in names.SPLITS order, any other split after them."""
+    return sorted(items, key=lambda kv: (names.SPLITS.index(kv[0]) if kv[0] in names.SPLITS
+                                         else len(names.SPLITS), str(kv[0])))
 
 
 def _object_rows(inp: ReportInputs) -> list[tuple[str, str]]:
@@ -368,6 +379,7 @@ def _checklist(inp: ReportInputs, docs_href: str | None) -> str:
     verdict = gate_verdict(q, subject="")
     cls = STATUS_CLASS[gate_status(q)]
     rows = []
+    from_source = splits_from_source((inp.manifest or {}).get("spec"))
     order = {c.name: i for i, c in enumerate(CHECKS)}
     for name, c in sorted(q.get("checks", {}).items(), key=lambda kv: order.get(kv[0], 99)):
         status = c.get("status", "")
@@ -376,8 +388,9 @@ def _checklist(inp: ReportInputs, docs_href: str | None) -> str:
                      for e in c.get("evidence", [])[:3]) if status in ("failed", "warning") \
             else ""
         if status in ("failed", "warning"):
-            ev += (f'<span class="advice">{escape(explain(name, status, c.get("severity", "")))}'
-                   "</span>")
+            words = explain(name, status, c.get("severity", ""),
+                            splits_from_source=from_source)
+            ev += f'<span class="advice">{escape(words)}</span>'
         rows.append([escape(str(c.get("item", ""))), f"<b>{escape(name)}</b><br>"
                      f"<span class='muted'>{escape(c.get('title', ''))}</span>",
                      f'<span class="nw">{escape(severity_words(c.get("severity", "")))}</span>',
@@ -416,6 +429,8 @@ def _charts(inp: ReportInputs) -> str:
             "records per class and split" + (f" (first {len(shown)} of {len(cats)} classes)"
                                              if len(shown) < len(cats) else ""),
             shown, {s: [per[s].get(c, 0) for c in shown] for s in splits}))
+        out.append(class_counts_table("records", cats,
+                                      {s: [per[s].get(c, 0) for c in cats] for s in splits}))
     short = [min(r["width"], r["height"]) for r in inp.records if "width" in r]
     aspect = [r["width"] / r["height"] for r in inp.records if r.get("height")]
     row = [histogram("image short side", short, unit=" px", x_label="short side (px)"),
@@ -423,6 +438,26 @@ def _charts(inp: ReportInputs) -> str:
     out.append('<div class="charts">' + "".join(row) + "</div>")
     out.append(_loader(inp))
     return "".join(out)
+
+
+def class_counts_table(unit: str, cats: list[str], per: dict[str, list[int]]) -> str:
+    """Class counts per split as a table (the first ``MAX_CLASSES_SHOWN * 5`` classes), with
+    each split's smallest / largest class ratio under it — the balance the checklist's
+    ``class_balance`` checks per split with ``quality.class_balance_split: each``."""
+    if not cats or not per:
+        return ""
+    splits = list(per)
+    shown = cats[:MAX_CLASSES_SHOWN * 5]
+    rows = [[escape(str(c)), *(f"{per[s][i]:,}" for s in splits)] for i, c in enumerate(shown)]
+
+    def ratio(counts: list[int]) -> str:
+        return f"{min(counts) / max(counts):.3f}" if counts and max(counts) else "—"
+
+    rows.append(["<b>smallest / largest</b>", *(ratio(per[s]) for s in splits)])
+    more = (f'<p class="muted">{len(cats) - len(shown):,} more classes not shown; the ratio '
+            "counts every class.</p>" if len(shown) < len(cats) else "")
+    return (f'<h3 class="sub">{escape(unit)} per class and split</h3>'
+            + _table(["class", *splits], rows, set(range(1, len(splits) + 1))) + more)
 
 
 def _object_charts(inp: ReportInputs, splits: list[str]) -> str:
@@ -446,6 +481,8 @@ def _object_charts(inp: ReportInputs, splits: list[str]) -> str:
                                          if len(shown) < len(cats) else ""),
         shown, {sp: per[sp][:len(shown)] for sp in splits}) if n else \
         '<p class="muted">No object in any record.</p>'
+    if n:
+        bars += class_counts_table("objects", cats, per)
     side = objs.side_px()
     most = int(objs.per_record.max()) if len(objs.per_record) else 0
     readable = objs.size[:, 0] > 0
@@ -722,6 +759,9 @@ def _near_duplicates(inp: ReportInputs, reader: _Records) -> str:
     gate = {"fail": " The checklist blocks publish on them.",
             "warn": " The checklist warns about them: they do not block publish."}.get(
                 check.get("severity"), "")
+    if splits_from_source((inp.manifest or {}).get("spec")):
+        gate += (" The splits are the source's own (splits.from: source): the pairs are "
+                 "kept as the publisher ships them.")
     out = [f"<p>{len(pairs)} pair(s) of records in different splits whose perceptual hash "
            f"(dHash) differs in at most {threshold} bits: most likely one photo cropped, "
            "resized or re-encoded, so the model is validated on images it has nearly seen in "
@@ -753,6 +793,30 @@ def _source_of(inp: ReportInputs) -> tuple[str | None, tuple[str, ...], int | No
 
 
 def _quarantine(inp: ReportInputs) -> str:
+    return _quarantined(inp) + _not_used(inp)
+
+
+def _not_used(inp: ReportInputs) -> str:
+    """The objects set aside as no part of the dataset (``not_used.jsonl``): not bad data,
+    so not quarantined, but accounted: listed = packed + quarantined + not used."""
+    rows = inp.not_used
+    total = inp.summary.get("not_used", len(rows))
+    if not total:
+        return ""
+    reasons = inp.summary.get("not_used_by_reason") or Counter(r.get("reason") for r in rows)
+    table = _table(["object", "reason", "detail"], [
+        [f"<code>{escape(str(r.get('key', '')))}</code>", f"<b>{escape(r.get('reason', ''))}</b>",
+         escape(str(r.get("detail", ""))[:200])] for r in rows[:QUARANTINE_ROWS]])
+    shown = min(len(rows), QUARANTINE_ROWS)
+    more = (f'<p class="muted">{total - shown:,} more in {names.NOT_USED}.</p>'
+            if total > shown else "")
+    return (f'<h3 class="sub">Not used ({total:,})</h3><p>Objects of the download that are no '
+            f"part of this dataset — not bad data, so not quarantined: "
+            f"{escape(_by_reason(reasons))}. Each is listed in <code>{names.NOT_USED}</code>."
+            "</p>" + table + more)
+
+
+def _quarantined(inp: ReportInputs) -> str:
     q = inp.quarantine
     if not q:
         return '<p class="pass">Nothing was quarantined.</p>'
