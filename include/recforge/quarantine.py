@@ -110,6 +110,16 @@ FIXES = {
 
 
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+MAX_DETAIL_CHARS = 1000  # a quarantine entry's detail, past which it is cut
+MAX_PART_CHARS = 200  # the part it names (``object 3``, ``image <file name>``)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - len(f"… ({len(text):,} more characters cut)"))
+    return f"{text[:keep]}… ({len(text) - keep:,} more characters cut)"
 
 
 def fetch_reason(exc: Exception) -> tuple[str, str]:
@@ -146,6 +156,14 @@ class QuarantineEntry:
     detail: str = ""
     part: str | None = None
     box: tuple[float, float, float, float] | None = None
+
+    def __post_init__(self):
+        # a detail quotes the input (a class name, a parser message): bounded, so one
+        # hostile file cannot grow the report, the log and quarantine.jsonl with its size
+        for name, limit in (("detail", MAX_DETAIL_CHARS), ("part", MAX_PART_CHARS)):
+            value = getattr(self, name)
+            if value is not None and len(value) > limit:
+                object.__setattr__(self, name, cut(value, limit))
 
     @property
     def fix(self) -> str:

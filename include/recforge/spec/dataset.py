@@ -36,17 +36,32 @@ REDACTED_WEBHOOK = "(redacted: a webhook URL is a secret; write it as ${ENV_VAR}
 
 
 def check_uri(v: str, field: str = "uri") -> str:
-    """``s3://bucket/prefix`` with a valid bucket name, or an absolute local path."""
+    """``s3://bucket/prefix`` with a valid bucket name, or an absolute local path; neither
+    may hold a ``.`` or ``..`` segment (a path that climbs would slip past the overlap and
+    bounds checks, and S3 keeps such keys literally)."""
     if v.startswith("s3://"):
-        bucket = v[5:].split("/", 1)[0]
+        bucket, _, prefix = v[5:].partition("/")
         if not BUCKET_RE.match(bucket):
             raise ValueError(f"{field} {v!r} has no valid bucket name (3-63 lowercase letters, "
                              "digits, '.' or '-'); write s3://bucket/prefix")
-        return v
-    path = v[7:] if v.startswith("file://") else v
-    if "://" in path or not path.startswith("/"):
-        raise ValueError(f"{field} {v!r} is neither s3://bucket/prefix nor an absolute path")
+    else:
+        prefix = v[7:] if v.startswith("file://") else v
+        if "://" in prefix or not prefix.startswith("/"):
+            raise ValueError(f"{field} {v!r} is neither s3://bucket/prefix nor an absolute "
+                             "path")
+    if any(part in (".", "..") for part in prefix.split("/")):
+        raise ValueError(f"{field} {v!r} holds a '.' or '..' segment; write the prefix it "
+                         "means without them")
     return v
+
+
+def is_local(uri: str) -> bool:
+    return not uri.startswith("s3://")
+
+
+def within(uri: str, prefixes) -> bool:
+    """Whether ``uri`` is one of ``prefixes`` or lies under one (whole path segments)."""
+    return any(_inside(uri, p) for p in prefixes)
 
 
 def _inside(inner: str, outer: str) -> bool:
@@ -69,18 +84,26 @@ class ListColumns(StrictModel):
     key: str | int = Field(
         "key", description="the image's key under the source prefix (or its stem, see "
         "key_match)")
-    label: str | int = Field("label", description="the class name, or its integer id")
+    label: str | int = Field(
+        "label", description="the class name; an integer label is the class of that name "
+        "('7': classes are numbered by name, see docs/datasets.md)")
     split: str | int | None = Field(
         None, description="the split (a name splits.folders maps); null: the list has none")
     header: bool | None = Field(
         None, description="the first row names the columns; null: decided from the file")
-    format: Literal["auto", "csv", "tsv", "lst"] = Field(
-        "auto", description="auto: by the file's extension (.csv, .tsv/.txt, .lst); lst is "
-        "im2rec's index<TAB>label<TAB>path")
-    key_match: Literal["path", "stem"] = Field(
-        "path", description="path: the key is the object's path under the prefix; stem: "
-        "it is that path without its extension (ImageNet's val lists), or a bare file name "
-        "without extension found anywhere under the prefix")
+    format: Literal["auto", "csv", "tsv", "space", "lst"] = Field(
+        "auto", description="auto: by the file's extension (.csv: csv, .tsv: tsv, .txt: "
+        "space, .lst: lst); space splits on runs of blanks (Caffe's train.txt); lst is "
+        "im2rec's index<TAB>label<TAB>path, whose columns are fixed (key and label ignored)")
+    key_match: Literal["path", "name", "stem"] = Field(
+        "path", description="path: the key is the object's path under the prefix; name: "
+        "or its file name, found anywhere under the prefix (a Kaggle train.csv's "
+        "0004be2cfeaba1c0361d39e2b000257b.jpg for train/…); stem: or either without its "
+        "extension (ImageNet's ILSVRC2012_val_00000001). A name two images share matches "
+        "neither")
+    label_token: Literal["whole", "first"] = Field(
+        "whole", description="whole: the label is the cell; first: its first blank-separated "
+        "token (Kaggle ImageNet's PredictionString 'n01751748 1 2 3 4 n01751748 …')")
 
 
 class VocSpec(StrictModel):
@@ -94,7 +117,29 @@ class VocSpec(StrictModel):
         default_factory=lambda: {"train": ("train",), "val": ("val",)},
         description="splits.from: source — split → the ImageSets/Main/<set>.txt lists whose "
         "images it holds, e.g. {train: [trainval], val: [test]}; images in no chosen set are "
-        "not used")
+        "not used. A set missing in one year contributes nothing there; in every year, the "
+        "run is refused")
+
+    @field_validator("years")
+    @classmethod
+    def _years_ok(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if v is not None and (not v or len(set(v)) != len(v)
+                              or not all(1000 <= y <= 9999 for y in v)):
+            raise ValueError(f"source.voc.years {list(v)} must be distinct 4-digit years, e.g. "
+                             "[2007, 2012] (VOC<year>/ folders), or null for one year folder")
+        return v
+
+    @field_validator("image_sets")
+    @classmethod
+    def _sets_ok(cls, v: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        if not v or not all(v.values()):
+            raise ValueError("source.voc.image_sets gives each split at least one "
+                             "ImageSets/Main set, e.g. {train: [trainval], val: [test]}")
+        bad = [n for names in v.values() for n in names if not re.fullmatch(r"[\w\-]+", n)]
+        if bad:
+            raise ValueError(f"source.voc.image_sets: {bad} are not set names (the <set> of "
+                             "ImageSets/Main/<set>.txt, e.g. trainval)")
+        return v
 
 
 class SourceSpec(StrictModel):
@@ -115,14 +160,25 @@ class SourceSpec(StrictModel):
         None, description="layout list: one list file (CSV, TSV or .lst) of key, label and "
         "optionally split")
     lists: dict[SplitName, str] | None = Field(
-        None, description="layout list: one list file per split, e.g. {train: URI, val: URI}")
+        None, description="layout list: one list file per split, e.g. {train: URI, val: URI}; "
+        "'folders' instead of a URI: that split's images are <prefix>/<split>/<class>/… "
+        "(ImageNet's train)")
     columns: ListColumns = Field(ListColumns(), description="layout list: the list's columns")
     voc: VocSpec | None = Field(None, description="layout voc: years and image sets")
+    allowed: tuple[str, ...] = Field(
+        (), description="prefixes a triggered run may read instead of uri (the trigger "
+        "form's source_uri must lie inside one); empty: uri only. A local path is allowed to "
+        "a DAG run only when listed here")
 
     @field_validator("uri")
     @classmethod
     def _uri_ok(cls, v: str) -> str:
         return check_uri(v, "source.uri")
+
+    @field_validator("allowed")
+    @classmethod
+    def _allowed_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_uri(u, "source.allowed") for u in v)
 
     @field_validator("list_uri")
     @classmethod
@@ -136,7 +192,11 @@ class SourceSpec(StrictModel):
             if not v:
                 raise ValueError("source.lists names no split; give e.g. {train: URI, val: URI}")
             for split, uri in v.items():
-                check_uri(uri, f"source.lists.{split}")
+                if uri != "folders":  # that split's labels are its class folders
+                    check_uri(uri, f"source.lists.{split}")
+            if set(v.values()) == {"folders"}:
+                raise ValueError("source.lists gives no list file (every split is 'folders'): "
+                                 "use layout: class_folders with splits.from: source")
         return v
 
     @model_validator(mode="after")
@@ -166,7 +226,9 @@ class PairsSpec(StrictModel):
     layout: Literal["paired_folders", "pair_list"] = Field(
         "paired_folders",
         description="paired_folders: <prefix>/<images>/<rel><image_suffix>.<ext> pairs with "
-        "<prefix>/<masks>/<rel><mask_suffix>.png; pair_list: a TSV of image<TAB>mask keys",
+        "<prefix>/<masks>/<rel><mask_suffix>.png (with splits.from: source <rel> starts with "
+        "the split folder: leftImg8bit/train/… with gtFine/train/…); pair_list: a TSV of "
+        "image<TAB>mask keys (no splits)",
     )
     images: str = "images"
     masks: str = "masks"
@@ -207,8 +269,9 @@ class DetectionSpec(StrictModel):
     """How a detection dataset's annotations are read (see docs/detection.md)."""
 
     crowd: Literal["drop", "difficult", "keep"] = Field(
-        "drop", description="COCO iscrowd regions: drop (not packed, counted in the summary: "
-        "a crowd box is no object to match anchors to), difficult (packed with difficult 1), "
+        "drop", description="COCO iscrowd regions: drop (not packed, counted in the summary's "
+        "crowd_dropped: a crowd box is no object to match anchors to, and GluonCV's SSD/YOLOv3 "
+        "transforms ignore difficult), difficult (packed with difficult 1), "
         "or keep (packed as ordinary objects)")
 
     classes: tuple[str, ...] | None = Field(
@@ -327,11 +390,20 @@ class PublishSpec(StrictModel):
         "proves the store refuses a second If-None-Match: * write and a wrong If-Match, and "
         "fails naming the store if not; unchecked: skip that proof (for a store known to "
         "honour them, or one where exclusive publishing is given up: docs/reliability.md)")
+    allowed: tuple[str, ...] = Field(
+        (), description="prefixes a triggered run may publish to instead of uri (the trigger "
+        "form's publish_uri must lie inside one); empty: uri only. A local path is allowed to "
+        "a DAG run only when listed here")
 
     @field_validator("uri")
     @classmethod
     def _uri_ok(cls, v: str) -> str:
         return check_uri(v, "publish.uri")
+
+    @field_validator("allowed")
+    @classmethod
+    def _allowed_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_uri(u, "publish.allowed") for u in v)
 
 
 class DatasetSpec(StrictModel):
