@@ -230,3 +230,10 @@ def test_auto_pack_tasks_hold_bounded_work_within_the_map_limit(total, slots, ma
     if total <= slots * split.AUTO_TASK_MAX_IMAGES:  # one round: every slot one task
         assert len(tasks) == min(slots, n)
     assert split.pack_tasks({}, slots, max_tasks, auto=True) == []
+
+
+def test_whole_number_class_names_are_numbered_by_number():
+    names = {str(i) for i in range(12)}
+    assert remap_labels.remap(names, None, False) == [str(i) for i in range(12)]
+    assert remap_labels.remap(names | {"12"}, [str(i) for i in range(12)], False)[-1] == "12"
+    assert remap_labels.remap({"10", "2", "cat"}, None, False) == ["10", "2", "cat"]

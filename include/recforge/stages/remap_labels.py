@@ -31,9 +31,17 @@ log = logging.getLogger(__name__)
 
 
 def ordered(names: set[str], order: list[str] | None = None) -> list[str]:
-    """``names`` in the source's ``order``, those it does not name after them by name."""
+    """``names`` in the source's ``order``, those it does not name after them by name —
+    by number when every name is a whole number (``0``…``99``: a list's integer labels,
+    CIFAR-style folders), so a first version's ids equal the labels the source wrote."""
     rank = {name: i for i, name in enumerate(order or ())}
-    return sorted(names, key=lambda n: (0, rank[n], "") if n in rank else (1, 0, n))
+    numeric = bool(names) and all(n.isdecimal() and n.isascii() for n in names)
+
+    def by_name(n: str):
+        return (int(n), n) if numeric else (0, n)
+
+    return sorted(names, key=lambda n: (0, rank[n], (0, "")) if n in rank
+                  else (1, 0, by_name(n)))
 
 
 def remap(names: set[str], previous: list[str] | None, allow_renumbering: bool,
