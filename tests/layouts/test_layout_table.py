@@ -76,3 +76,17 @@ def test_nothing_matching_the_layout_fails_naming_expected_and_found(bucket):
     written = quarantine.loads(storage.get_bytes(run.stage_quarantine("flatten")))
     assert {(e.source_key, e.reason) for e in written} == {
         ("a.jpg", "not_in_class_folder"), ("b.jpg", "not_in_class_folder")}
+
+
+def test_a_detection_file_set_aside_is_not_also_counted_used():
+    import pandas as pd
+
+    rec = pd.DataFrame([{"source_key": "val2017/1.jpg", "source_etag": "e"}])
+    keys = ("val2017/1.jpg", "annotations/instances_val2017.json",
+            "annotations/captions_val2017.json")
+    inputs = GateInputs(
+        records=rec, sources=[{"key": k, "etag": "e"} for k in keys],
+        not_used=[{"key": keys[2], "reason": "not_instances", "detail": ""}],
+        summary={"used": [keys[1]]})
+    frame = _sources_frame(inputs, rec, detection=True).set_index("source_key")
+    assert frame["accounted"].to_dict() == dict.fromkeys(keys, 1)

@@ -359,8 +359,8 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = Fals
             return pd.DataFrame(columns=["source_key", "listed", "packed", "quarantined",
                                          "used", "accounted", "etag_matches"])
         used = int(summary.get("not_used", 0))
-        if detection and summary.get("packed") is not None:
-            # the annotation files merge accounted as used: no manifest names them
+        if summary.get("packed") is not None:
+            # the files merge accounted as used (annotations, lists): no record names them
             used += max(0, int(summary["packed"]) - int(packed.sum()))
         total = int(packed.sum()) + int(refused.sum()) + used
         return pd.DataFrame([{
@@ -379,10 +379,10 @@ def _sources_frame(inputs: GateInputs, rec: pd.DataFrame, detection: bool = Fals
     df["listed"] = df["source_key"].isin(listing["key"])
     df["packed"] = df["source_key"].map(packed).fillna(0).astype(int)
     df["quarantined"] = df["source_key"].map(refused).fillna(0).astype(int)
-    used_files = set((inputs.summary or {}).get("used") or ())
+    summary_used = (inputs.summary or {}).get("used")
     not_used = {r.get("key") for r in inputs.not_used}
-    is_used = df["source_key"].isin(used_files)
-    if detection:
+    is_used = df["source_key"].isin(set(summary_used or ()))
+    if detection and summary_used is None:  # a version from before summary.json said
         is_used |= df["source_key"].map(is_annotation_file).astype(bool)
     df["used"] = (df["listed"] & (df["quarantined"] == 0) & is_used).astype(int)
     df["not_used"] = (df["listed"] & df["source_key"].isin(not_used)).astype(int)
