@@ -102,6 +102,8 @@ FIXES = {
     "re-annotate the image, or re-export the annotation from the image as stored",
     "annotation_frame": "the annotation's size is the EXIF-rotated one: the boxes were drawn on "
     "the displayed image; set detection.box_frame: displayed",
+    "too_many_refused": "the annotation refuses more objects than are reported one by one; "
+    "fix the labelling tool's export (the first ones listed show what is wrong)",
     "no_objects": "the image has no usable object; annotate it, or set detection.empty_images: "
     "keep to pack it as a negative",
     "too_large": "the record is 2^29 bytes (512 MiB) or more, RecordIO's limit; downscale "
@@ -191,3 +193,52 @@ def dumps(entries: list[QuarantineEntry]) -> bytes:
 
 def loads(data: bytes) -> list[QuarantineEntry]:
     return [QuarantineEntry.from_dict(d) for d in storage.parse_jsonl(data)]
+
+
+MAX_REFUSED_PARTS = 1000  # refused parts of one annotation reported one by one; then counted
+
+
+class PartCap:
+    """The refused objects of one annotation, at most ``limit`` reported one by one; past
+    it one entry counts the rest by reason, so a file of 500,000 broken objects makes a
+    report of ``limit`` + 1 lines, not 500,000."""
+
+    def __init__(self, image_key: str, stage: str, limit: int = MAX_REFUSED_PARTS):
+        self.image_key, self.stage, self.limit = image_key, stage, limit
+        self.kept: list[QuarantineEntry] = []
+        self.cut: dict[str, int] = {}
+
+    def add(self, reason: str, detail: str, part: str, box=None) -> None:
+        if len(self.kept) < self.limit:
+            self.kept.append(QuarantineEntry(self.image_key, self.stage, reason, detail,
+                                             part=part, box=box))
+        else:
+            self.cut[reason] = self.cut.get(reason, 0) + 1
+
+    def entries(self) -> list[QuarantineEntry]:
+        if not self.cut:
+            return self.kept
+        total = sum(self.cut.values())
+        by_reason = ", ".join(f"{n:,} {r}" for r, n in sorted(self.cut.items()))
+        return [*self.kept, QuarantineEntry(
+            self.image_key, self.stage, "too_many_refused",
+            f"{total:,} more refused objects not listed one by one ({by_reason})",
+            part=f"{total:,} more objects")]
+
+
+def capped(entries: list[QuarantineEntry], limit: int = MAX_REFUSED_PARTS
+           ) -> list[QuarantineEntry]:
+    """``entries`` with at most ``limit`` parts per source key listed one by one (see
+    :class:`PartCap`); whole-object entries are kept as they are."""
+    caps: dict[str, PartCap] = {}
+    whole = []
+    for e in entries:
+        if not e.is_part:
+            whole.append(e)
+            continue
+        cap = caps.setdefault(e.source_key, PartCap(e.source_key, e.stage, limit))
+        if len(cap.kept) < limit:
+            cap.kept.append(e)
+        else:
+            cap.cut[e.reason] = cap.cut.get(e.reason, 0) + 1
+    return whole + [x for cap in caps.values() for x in cap.entries()]

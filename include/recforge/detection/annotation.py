@@ -22,3 +22,6 @@ class Annotation:
     size: tuple[int, int] | None
     objects: list[list]
     refused: list[QuarantineEntry] = field(default_factory=list)
+
+
+MAX_NAME_CHARS = 256  # a class name longer than this refuses its object (classes.json stays small)

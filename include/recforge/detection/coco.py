@@ -32,14 +32,16 @@ from pathlib import Path
 import ijson
 import numpy as np
 
-from recforge.detection.annotation import Annotation, AnnotationUnparsable
+from recforge.detection.annotation import MAX_NAME_CHARS, Annotation, AnnotationUnparsable
 from recforge.detection.boxes import coco_box
-from recforge.quarantine import QuarantineEntry
+from recforge.quarantine import QuarantineEntry, cut
 from recforge.storage.uri import unsafe_key_reason
 
 IMAGE_PREFIX = "images/"  # an images entry's file_name is relative to this folder (default)
 ARRAYS = ("images", "annotations", "categories")  # what makes an instances document
 READ_BYTES = 1 << 20  # the parser's read size
+MAX_NESTING = 64  # arrays and objects inside each other; an instances file has 5
+MAX_SIDE = 2**31 - 1  # an images entry's width or height beyond this is no image's size
 ROWS_AT_ONCE = 1 << 14  # annotations turned into Python objects at a time, while yielding
 
 _BAD = object()  # a field with a value of the wrong type (``None``: the field is absent)
@@ -121,11 +123,84 @@ def _unparsable(exc: Exception, path: Path, f) -> AnnotationUnparsable:
                                 f"{end:,} of {size:,}: {lines[0]}{near}")
 
 
+_BACKSLASH = np.zeros(256, bool)
+_BACKSLASH[92] = True
+_SPECIAL = np.zeros(256, bool)  # a quote or a bracket
+_SPECIAL[[34, 91, 93, 123, 125]] = True
+_STEP = np.zeros(256, np.int64)  # what a bracket does to the depth
+_STEP[[91, 123]], _STEP[[93, 125]] = 1, -1
+
+
+class NestingGuard:
+    """The file as the parser reads it, refusing a document nested deeper than
+    ``MAX_NESTING`` arrays and objects: a COCO file is 5 deep, and the parser's bookkeeping
+    grows with the square of the depth (a 2 MB file of ``[[[[…`` would take gigabytes).
+    Each chunk is scanned with numpy (strings and their escapes followed across chunks),
+    before the parser sees it."""
+
+    def __init__(self, f, offset: int = 0, limit: int = 0):
+        self.f, self.offset, self.limit = f, offset, limit or MAX_NESTING
+        self.depth, self.in_string, self.backslashes = 0, False, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        if data:
+            self._scan(np.frombuffer(data, np.uint8))
+            self.offset += len(data)
+        return data
+
+    def _scan(self, b: np.ndarray) -> None:
+        if self.backslashes or _BACKSLASH[b].any():
+            return self._scan_escaped(b)
+        # no escape in the chunk: only quotes and brackets matter, a small share of it
+        at = np.flatnonzero(_SPECIAL[b])
+        c = b[at]
+        quote = c == 34
+        toggles = np.cumsum(quote)
+        outside = (toggles - quote + self.in_string) % 2 == 0
+        depth = self.depth + np.cumsum(np.where(outside, _STEP[c], 0))
+        self._check(depth, at)
+        self.depth = int(depth[-1]) if len(depth) else self.depth
+        self.in_string = bool((int(toggles[-1]) + self.in_string) % 2) if len(toggles) \
+            else self.in_string
+
+    def _check(self, depth: np.ndarray, at: np.ndarray | None = None) -> None:
+        if len(depth) and depth.max() > self.limit:
+            first = int(np.argmax(depth > self.limit))
+            raise AnnotationUnparsable(
+                f"nested deeper than {self.limit} arrays and objects at byte "
+                f"{self.offset + (int(at[first]) if at is not None else first):,} (a COCO "
+                "instances file is 5 deep): not an instances document")
+
+    def _scan_escaped(self, b: np.ndarray) -> None:
+        pos = np.arange(len(b))
+        slash = b == 92
+        # backslashes right before each byte: a quote after an odd run is escaped
+        last_other = np.maximum.accumulate(np.where(slash, -1, pos))
+        run_before = np.empty(len(b), np.int64)
+        run_before[0] = self.backslashes
+        prev = last_other[:-1]
+        run_before[1:] = np.where(prev < 0, pos[1:] + self.backslashes, pos[1:] - 1 - prev)
+        quote = (b == 34) & (run_before % 2 == 0)
+        # inside a string from an unescaped quote to the next; escapes only count there
+        toggles = np.cumsum(quote)
+        inside = (toggles - quote + self.in_string) % 2 == 1
+        step = np.where(~inside & ((b == 91) | (b == 123)), 1, 0) \
+            - np.where(~inside & ((b == 93) | (b == 125)), 1, 0)
+        depth = self.depth + np.cumsum(step)
+        self._check(depth)
+        self.depth = int(depth[-1]) if len(depth) else self.depth
+        self.in_string = bool((int(toggles[-1]) + self.in_string) % 2)
+        tail = len(b) - 1 - int(last_other[-1])
+        self.backslashes = tail + (self.backslashes if tail == len(b) else 0)
+
+
 class _Scan:
     """What one pass over the file keeps."""
 
-    def __init__(self, prefix: str = IMAGE_PREFIX):
+    def __init__(self, prefix: str = IMAGE_PREFIX, max_name_chars: int = MAX_NAME_CHARS):
         self.prefix = prefix  # the folder the images entries' file_names are relative to
+        self.max_name_chars = max_name_chars  # a longer category name names no class
         # the annotations whose own fields are usable, in file order
         self.ann_id, self.image_id, self.cat_id = array("q"), array("q"), array("q")
         self.box, self.crowd = array("d"), array("b")
@@ -152,6 +227,9 @@ class _Scan:
             why = f"no integer id (id {_shown(img_id)})"
         elif not isinstance(name, str) or not name:
             why = f"no file_name (file_name {_shown(name)})"
+        elif any(type(v) in (int, float) and abs(v) > MAX_SIDE for v in (width, height)):
+            why = (f"width {width!r} / height {height!r}: beyond {MAX_SIDE:,} pixels, no "
+                   "image's size")
         else:
             unsafe = self.unsafe(name) or self.unsafe(self.prefix + name)
             if unsafe:
@@ -185,8 +263,9 @@ class _Scan:
         self.heights.append(_whole(height) or 0)
 
 
-def _scan(f, image_prefix: str = IMAGE_PREFIX) -> _Scan:  # noqa: C901 - one flat loop
-    s = _Scan(image_prefix)
+def _scan(f, image_prefix: str = IMAGE_PREFIX,  # noqa: C901 - one flat loop
+          max_name_chars: int = MAX_NAME_CHARS) -> _Scan:
+    s = _Scan(image_prefix, max_name_chars)
     ann_id, image_id, cat_id, box, crowd_col = (s.ann_id, s.image_id, s.cat_id, s.box,
                                                 s.crowd)
     codes = _CODES.get
@@ -357,6 +436,10 @@ def _category(s: _Scan, cid, name) -> None:
     if type(cid) is not int:
         return  # nothing can name it; annotations that try are unknown_category
     label = name.strip() if isinstance(name, str) else ""
+    if len(label) > s.max_name_chars:
+        s.nameless.setdefault(cid, f"category {cid} has a name of {len(label):,} characters "
+                                   f"(at most {s.max_name_chars:,})")
+        label = cut(label, s.max_name_chars)
     if cid in s.categories:
         if s.categories[cid] != label:
             s.nameless[cid] = (f"category {cid} is listed twice, as {s.categories[cid]!r} "
@@ -368,7 +451,8 @@ def _category(s: _Scan, cid, name) -> None:
 
 
 def parse(path: Path | str, key: str, stage: str = "flatten",
-          image_prefix: str = IMAGE_PREFIX) -> CocoAnnotations:
+          image_prefix: str = IMAGE_PREFIX, max_name_chars: int = MAX_NAME_CHARS
+          ) -> CocoAnnotations:
     """Parse the COCO instances file at ``path`` (``key``: its key in the source, which
     names the refusals that belong to no image) into ``(file_name, Annotation)`` pairs;
     ``image_prefix`` is the folder of the images (``train2017/``), whose key names an image's
@@ -400,8 +484,9 @@ def parse(path: Path | str, key: str, stage: str = "flatten",
         if not head[start:].strip() and len(head) < 1 << 16:
             raise AnnotationUnparsable(f"the file holds no JSON value ({len(head)} bytes)")
         f.seek(start)
+        guarded = NestingGuard(f, start)
         try:
-            scan = _scan(f, image_prefix)
+            scan = _scan(guarded, image_prefix, max_name_chars)
         except (ijson.JSONError, UnicodeDecodeError) as exc:
             raise _unparsable(exc, path, f) from None
     return _assemble(scan, key, stage)

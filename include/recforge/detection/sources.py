@@ -277,6 +277,13 @@ def voc_found(rows: list[dict], spec) -> Found:
     refused = found.refused
     allowed = set(det.classes) if det.classes is not None else None
     items = []
+    oversize = [(w, i, x) for w, i, x in pairs if x["size"] > voc.MAX_XML_BYTES]
+    for _, image, xml in oversize:  # refused by the listing's size, never fetched
+        refused += [QuarantineEntry(k, "flatten", "annotation_unparsable",
+                                    f"{xml['key']}: {xml['size']:,} bytes is more than a VOC "
+                                    f"annotation holds (at most {voc.MAX_XML_BYTES:,})")
+                    for k in (image["key"], xml["key"])]
+    pairs = [p for p in pairs if p[2]["size"] <= voc.MAX_XML_BYTES]
     fetched = storage.prefetch((storage.join(spec.source.uri, x["key"]) for _, _, x in pairs),
                                FETCH_THREADS)
     for (where, image, xml), data in zip(pairs, fetched, strict=True):
@@ -287,7 +294,9 @@ def voc_found(rows: list[dict], spec) -> Found:
                         for k in both]
             continue
         try:
-            annotation = voc.parse(data, image["key"], det.voc_pixel_origin)
+            annotation = voc.parse(data, image["key"], det.voc_pixel_origin,
+                                   max_name_chars=det.max_name_chars,
+                                   max_refused=det.max_refused_parts)
         except AnnotationUnparsable as exc:
             refused += [QuarantineEntry(k, "flatten", "annotation_unparsable",
                                         f"{xml['key']}: {exc}") for k in both]
@@ -418,7 +427,8 @@ def coco_found(rows: list[dict], spec, parse=None) -> Found:  # noqa: C901
                 refused.append(QuarantineEntry(f["key"], "flatten", reason, detail))
                 continue
             try:
-                parsed = parse(local, f["key"], image_prefix=folder)
+                parsed = parse(local, f["key"], image_prefix=folder,
+                               max_name_chars=spec.detection.max_name_chars)
                 entries = list(_entries(parsed, folder))
             except AnnotationUnparsable as exc:
                 refused.append(QuarantineEntry(f["key"], "flatten", "annotation_unparsable",

@@ -288,6 +288,12 @@ class DetectionSpec(StrictModel):
     voc_pixel_origin: Literal[0, 1] = Field(
         1, description="VOC bndbox coordinates are 1-based pixel indices (Pascal VOC's own "
         "convention); 0 for tools that write 0-based ones")
+    max_name_chars: int = Field(
+        256, ge=1, le=4096, description="a class name longer than this refuses its object "
+        "(bad_object): classes.json and the report stay small")
+    max_refused_parts: int = Field(
+        1000, ge=1, le=1_000_000, description="refused objects of one annotation reported one "
+        "by one in quarantine.jsonl; past it one entry counts the rest by reason")
     min_box_pixels: float = Field(
         1.0, ge=0, description="a box narrower or lower than this, in source pixels, is "
         "degenerate and quarantined (degenerate_box)")

@@ -41,6 +41,8 @@ def flatten(run: Run) -> dict:
     rows = storage.read_jsonl(run.ingested)
     layout = layouts.for_spec(spec)
     out = layout.flatten(rows, spec)
+    limit = spec.detection.max_refused_parts if spec.detection else quarantine.MAX_REFUSED_PARTS
+    out.refused = quarantine.capped(out.refused, limit)  # a hostile file's report stays small
     normalise_names(out.items, spec.labels)
     storage.put_bytes(run.stage_quarantine("flatten"), quarantine.dumps(out.refused))
     storage.write_jsonl(run.not_used, [n.row() for n in out.not_used])
