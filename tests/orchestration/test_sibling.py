@@ -44,11 +44,14 @@ def test_success_after_running_goes_on_and_asks_for_this_run_only():
 
 
 @pytest.mark.parametrize("state", ["failed", "upstream_failed", "skipped", "removed"])
-def test_a_benchmark_that_ended_otherwise_skips_the_checklist(state):
+def test_a_benchmark_that_ended_otherwise_skips_the_checklist(state, caplog):
     poll = sibling.finished(FakeTI("running", state), "d", "r", "benchmark")
     assert poll() is False
     with pytest.raises(AirflowSkipException, match=f"benchmark ended {state}"):
         poll()
+    # the task log says why and what to clear (Airflow's own line says "Skipping task.")
+    assert f"skipped: benchmark ended {state}" in caplog.text
+    assert "clear benchmark and this task" in caplog.text
 
 
 def test_a_benchmark_not_running_past_the_limit_reschedules_the_checklist():
