@@ -60,3 +60,18 @@ def test_duplicate_yaml_keys_are_an_error(tmp_path):
                  "pack:\n  resize: 128\n  resize: 256\n")
     with pytest.raises(SpecError, match="duplicate key 'resize'"):
         load_spec(f)
+
+
+@pytest.mark.parametrize("section, typo, known", [
+    ({}, {"qualty": {}}, "known here: alerts, aws_conn_id, bench"),
+    ({"splits": {"form": "source"}}, {}, "known here: folders, from, seed, test_ratio"),
+    ({"source": {"uri": "s3://bkt/raw", "layuot": "voc"}}, {}, "known here: allowed, columns"),
+])
+def test_an_unknown_key_anywhere_names_the_known_ones(section, typo, known):
+    from recforge.errors import SpecError
+    from recforge.spec import parse_spec
+
+    doc = {"name": "x", "source": {"uri": "s3://bkt/raw"}, "publish": {"uri": "s3://bkt/p"},
+           **section, **typo}
+    with pytest.raises(SpecError, match=known):
+        parse_spec(doc)

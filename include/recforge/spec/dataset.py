@@ -588,13 +588,35 @@ class DatasetSpec(StrictModel):
         return parse_spec(data, origin=f"{self.name} (with overrides)")
 
 
+def known_fields(loc: tuple) -> list[str]:
+    """The field names of the spec section at ``loc`` (a validation error's path), as a
+    spec writes them (aliases: ``splits.from``); empty where the path names no section."""
+    import typing
+
+    from pydantic import BaseModel
+
+    model: type[BaseModel] = DatasetSpec
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return []
+        kinds = [a for a in (typing.get_args(field.annotation) or (field.annotation,))
+                 if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not kinds:
+            return []
+        model = kinds[0]
+    return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
 def _format_errors(exc: ValidationError, origin: str) -> str:
     lines = [f"invalid dataset spec {origin}:"]
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown field; check its spelling against docs/spec.md"
+            known = known_fields(err["loc"][:-1])
+            msg = "unknown field; check its spelling against docs/spec.md" + (
+                f" (known here: {', '.join(known)})" if known else "")
         elif err["type"] == "missing":
             msg = "required field is missing"
         lines.append(f"  - {loc}: {msg}")
