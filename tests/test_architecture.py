@@ -26,7 +26,7 @@ FLOORS = [
     {"segmentation", "detection", "im2rec", "crash_isolation"},
     {"layouts"},
     {"quality", "bench", "report"},
-    {"run", "releases", "claims", "alerts", "incremental"},
+    {"run", "releases", "claims", "alerts", "incremental", "readers", "pull"},
     {"stages"},
     {"pipeline"},
     {"orchestration"},

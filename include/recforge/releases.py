@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import itertools
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from recforge import storage
 from recforge.format import names
-from recforge.spec import DatasetSpec
+
+if TYPE_CHECKING:  # readers import this module where pydantic may be absent
+    from recforge.spec import DatasetSpec
 
 
 def dataset_root(spec: DatasetSpec) -> str:

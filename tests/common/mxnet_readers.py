@@ -124,3 +124,22 @@ def detection_labels(rec: str, idx: str, data_shape: list[int] | None = None) ->
         rows = batch.label[0].asnumpy()[0]
         out[str(key)] = [[float(v) for v in r] for r in rows if not (r == -1).all()]
     return out
+
+
+def decoded(idx: str, rec: str) -> dict:
+    """``MXIndexedRecordIO`` + ``mx.recordio.unpack`` + ``mx.image.imdecode`` (RGB): per
+    record, in ``.idx`` order, its key, header (flag, label, id, id2) and pixels as lists."""
+    import mxnet as mx
+
+    reader = mx.recordio.MXIndexedRecordIO(idx, rec, "r")
+    rows = []
+    for key in reader.keys:
+        header, body = mx.recordio.unpack(reader.read_idx(key))
+        label = header.label
+        rows.append({"key": int(key), "flag": int(header.flag), "id": int(header.id),
+                     "id2": int(header.id2),
+                     "label": [float(x) for x in label] if hasattr(label, "__len__")
+                     else float(label),
+                     "image": mx.image.imdecode(body).asnumpy().tolist()})
+    reader.close()
+    return {"records": rows}

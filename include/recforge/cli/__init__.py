@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "recforge.cli.cache",
     "recforge.cli.check",
     "recforge.cli.verify",
+    "recforge.cli.pull",
     "recforge.cli.report",
     "recforge.cli.bench",
     "recforge.cli.im2rec",
@@ -55,6 +56,7 @@ examples:
   recforge build include/datasets/demo_classification.yaml --dry-run
   recforge validate s3://bucket/datasets/NAME     # its latest version; or .../NAME/VERSION
   recforge verify s3://bucket/datasets/NAME/VERSION
+  recforge pull s3://bucket/datasets/NAME data/NAME     # its latest version, verified
   recforge report s3://bucket/datasets/NAME/VERSION -o out/
   recforge COMMAND --help                         # each command's options
 
