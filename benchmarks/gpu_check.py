@@ -3,8 +3,12 @@
 Builds a small classification dataset of synthetic photos, runs the loader benchmark with
 MXNet's ``ImageRecordIter`` (in the MXNet environment) and DALI's ``fn.readers.mxnet`` side by
 side on the requested device, and prints img/s, GPU memory and how MXNet's CUDA kernels run on
-this GPU: natively (the wheel ships machine code for its compute capability), through PTX
-(the driver JIT-compiles the newest PTX the wheel ships at or below it), or not at all.
+this GPU by CUDA's rules (``recforge.bench.gpu_support``): natively (machine code for its
+compute capability), compatible (machine code of the same major version, lower minor: an
+sm_89 L4 runs sm_86 code), through PTX (the driver JIT-compiles the newest PTX at or below
+it), or not at all (mxnet-cu112 on sm_90 and later) — then MXNet's loader is not run, and
+what ``bench.loader: auto`` measures there is printed instead. For a GPU machine without
+MXNet and DALI: ``benchmarks/gpu_check_torch.py``.
 
     python benchmarks/gpu_check.py --device gpu [--images 2048] [--out gpu_check.json]
 """
@@ -13,56 +17,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
-import os
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
-KIND = {1: "ptx", 2: "elf"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_check_torch import make_dataset  # noqa: E402  (the same synthetic split)
 
-def fatbin_archs(path: str | os.PathLike) -> dict[str, list[int]]:
-    """The CUDA code a shared library ships: ``{"elf": [sm...], "ptx": [compute...]}``, read
-    from the fat binaries embedded in it (header: magic, version, header size, fat size;
-    each entry: kind, header size, payload size, ..., arch)."""
-    found: dict[str, set[int]] = {"elf": set(), "ptx": set()}
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        pos = m.find(FATBIN_MAGIC)
-        while pos != -1:
-            if pos + 16 <= len(m):
-                _, _, hsize, fsize = struct.unpack_from("<IHHQ", m, pos)
-                entry, end = pos + hsize, min(pos + hsize + fsize, len(m))
-                while 0 < hsize and entry + 32 <= end:
-                    kind, _, ehsize, size = struct.unpack_from("<HHIQ", m, entry)
-                    arch = struct.unpack_from("<I", m, entry + 28)[0]
-                    if kind not in KIND or ehsize < 32 or not 10 <= arch <= 200:
-                        break
-                    found[KIND[kind]].add(arch)
-                    entry += ehsize + size
-            pos = m.find(FATBIN_MAGIC, pos + 4)
-    return {k: sorted(v) for k, v in found.items()}
+from recforge.bench.gpu_support import (  # noqa: E402
+    fatbin_archs,
+    kernel_match,
+    kernel_mode,
+)
 
-
-def kernel_mode(archs: dict[str, list[int]], capability: int | None) -> str:
-    """How this GPU runs the library's kernels, in one sentence."""
-    if not archs["elf"] and not archs["ptx"]:
-        return "no CUDA code in the library (a CPU build)"
-    if capability is None:
-        return f"no GPU to match (the library ships sm {archs['elf']}, PTX {archs['ptx']})"
-    if capability in archs["elf"]:
-        return f"native: machine code for sm_{capability} is in the library"
-    ptx = [a for a in archs["ptx"] if a <= capability]
-    if ptx:
-        return (f"through PTX: no sm_{capability} machine code (has {archs['elf']}); the driver "
-                f"JIT-compiles compute_{max(ptx)} PTX (slow first start, cached after)")
-    return (f"none: no sm_{capability} code and no PTX at or below it (has sm {archs['elf']}, "
-            f"PTX {archs['ptx']}): MXNet's kernels cannot run on this GPU")
-
+__all__ = ["fatbin_archs", "kernel_mode", "main", "make_dataset"]
 
 def mxnet_library(python: str) -> str:
     return subprocess.run(
@@ -84,25 +55,6 @@ def gpu_facts() -> dict:
             "memory_total_mib": int(total), "memory_used_mib_at_start": int(used)}
 
 
-def make_dataset(root: Path, images: int, classes: int = 8) -> None:
-    """Synthetic photos (smooth gradients + noise, 320-480 px), packed as a train split."""
-    import cv2
-    import numpy as np
-
-    from recforge.format import recordio
-
-    root.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    with recordio.RecordWriter(root / "train.rec", root / "train.idx") as w:
-        for i in range(images):
-            h, wd = int(rng.integers(320, 481)), int(rng.integers(320, 481))
-            base = np.linspace(0, 255, wd, dtype=np.float32)[None, :, None]
-            img = np.clip(base + rng.normal(0, 25, (h, wd, 3)), 0, 255).astype(np.uint8)
-            ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
-            w.write(i, recordio.pack_image_record(float(i % classes), i, buf.tobytes()))
-    (root / "classes.json").write_text(json.dumps({"num_classes": classes}))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", choices=["cpu", "gpu"], default="gpu")
@@ -118,7 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     facts = gpu_facts() if args.device == "gpu" else {"gpu": None}
     mx_python = environment.mxnet_python()
     archs = fatbin_archs(mxnet_library(mx_python))
-    mode = kernel_mode(archs, facts.get("compute_capability"))
+    match = kernel_match(archs, facts.get("compute_capability"))
+    mode = match.sentence
+    if facts.get("gpu") and not match.runs:
+        print(f"gpu_check: MXNet's loader cannot run here ({mode}); bench.loader: auto "
+              "measures another loader: run benchmarks/gpu_check_torch.py", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="recforge-gpu-check-") as tmp:
         make_dataset(Path(tmp) / "ds", args.images)
         opts = BenchOptions(batch_size=64, data_shape=(3, 224, 224), device=args.device,

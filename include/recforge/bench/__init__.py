@@ -14,7 +14,11 @@ module per step, each importing only the ones before it:
   segmentation loader;
 - ``benchmark``: the whole benchmark, producing the ``bench.json`` dict;
 - ``floors``: the floors per environment, saving ``bench.json``, the gate;
-- ``report``: the table people read.
+- ``report``: the table people read;
+- ``gpu_support``: which GPUs MXNet's kernels run on (CUDA's SASS / PTX rules) and what
+  ``bench.loader: auto`` measures there;
+- ``torch_loader``: the PyTorch loader (``recforge.readers.torch.dataset`` + ``DataLoader``,
+  nvJPEG decode on a GPU), measured in this process like DALI's (``dali``).
 
 MXNet facts it relies on are in docs/gpu-worker.md (checked with mxnet 1.9.1). The spec's
 models (``BenchOptions``, ``BenchFloors``, ``BenchSpec``) live in ``recforge.spec.bench``,
@@ -22,10 +26,21 @@ the command line in ``recforge.cli.bench``; mxnet, cv2 and numpy are imported in
 functions that use them, so importing this package stays light.
 """
 
-from recforge.bench.benchmark import run_benchmark
-from recforge.bench.floors import BenchFloorsFailed, check_floors, run_and_gate, select_floors
-from recforge.bench.records import LoaderBenchError
-from recforge.bench.report import format_table
+import importlib
 
-__all__ = ["BenchFloorsFailed", "LoaderBenchError", "check_floors", "format_table",
-           "run_and_gate", "run_benchmark", "select_floors"]
+_EXPORTS = {"run_benchmark": "benchmark", "BenchFloorsFailed": "floors",
+            "check_floors": "floors", "run_and_gate": "floors", "select_floors": "floors",
+            "LoaderBenchError": "records", "format_table": "report"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """The names above, imported on first use: importing one module of the package (the
+    offline GPU check imports ``gpu_support`` and ``torch_loader`` on a host without pydantic)
+    does not import the spec's models."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'recforge.bench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"recforge.bench.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

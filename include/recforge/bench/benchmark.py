@@ -5,12 +5,17 @@ process (it holds the S3 credentials) while the MXNet environment's child proces
 (``recforge.bench.environment``: one child for the whole measurement, its 3-4 s import of
 MXNet beside the fetch, ``recforge.bench.measure`` inside it); DALI's loader is measured in
 this process (``recforge.bench.dali``).
-``loader``: ``mxnet`` (the default), ``dali``, or ``both`` — then MXNet's result is the
-document and DALI's sits beside it under ``"dali"``, gated by floors of its own.
+``loader``: ``mxnet`` (the default), ``dali``, ``both`` — then MXNet's result is the
+document and DALI's sits beside it under ``"dali"``, gated by floors of its own —, ``torch``
+(``recforge.bench.torch_loader``, in this process) or ``auto``: which of them runs on this
+host's GPU (``recforge.bench.gpu_support``); the document's ``loader_choice`` says which and why.
+MXNet's loader asked for with ``device=gpu`` on a GPU its kernels cannot run on is refused here,
+before anything is fetched.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import tempfile
 import threading
@@ -19,13 +24,16 @@ from pathlib import Path
 
 import recforge.bench.environment as environment
 from recforge import storage
+from recforge.bench import gpu_support
 from recforge.bench.records import fetch_split, record_sizes, size_check
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
 
-LOADERS = ("mxnet", "dali", "both")
+LOADERS = ("auto", "mxnet", "dali", "both", "torch")
+IN_PROCESS = {"dali": "recforge.bench.dali:measure_dali",
+              "torch": "recforge.bench.torch_loader:measure_torch"}
 
 
 def run_benchmark(prefix: str, options: BenchOptions | None = None,
@@ -51,7 +59,26 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
         raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
     opts = options or BenchOptions()
     started = datetime.now(UTC)
-    python = environment.mxnet_python() if loader != "dali" else None  # fail before fetching
+    choice = gpu_support.resolve_loader(loader, opts.device, opts.gpu_id, opts.loader,
+                                        _mxnet_python_if_any)
+    results = _run(prefix, opts, previous, choice.loader, quiet, identity, started)
+    results["loader_choice"] = choice.as_dict()
+    return results
+
+
+def _mxnet_python_if_any() -> str | None:
+    try:
+        return environment.mxnet_python()
+    except Exception as exc:  # no MXNet environment: gpu_support assumes mxnet-cu112
+        log.debug("bench: no MXNet environment to read libmxnet.so from (%s)", exc)
+        return None
+
+
+def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
+         quiet: threading.Event | None, identity: str | None, started: datetime) -> dict:
+    """``run_benchmark`` once the loader is decided (``mxnet``, ``dali``, ``both``,
+    ``torch``)."""
+    python = environment.mxnet_python() if loader in ("mxnet", "both") else None  # fail early
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
         def fetch() -> dict:
             got = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
@@ -59,15 +86,15 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
             got["sample"]["split_identity"] = identity
             return got
 
-        if loader == "dali":
+        if loader in IN_PROCESS:
             fetched = fetch()
             root = fetched.pop("root")
             sizes = _size_check_of(fetched, opts)
-            from recforge.bench.dali import measure_dali
-
+            module, _, name = IN_PROCESS[loader].partition(":")
+            measure = getattr(importlib.import_module(module), name)
             if quiet is not None:
                 quiet.wait()
-            return measure_dali(prefix, root, opts, fetched, sizes, started)
+            return measure(prefix, root, opts, fetched, sizes, started)
 
         known = unchanged_window(prefix, opts, previous, identity) if loader == "mxnet" else None
         if known is not None:  # decided in a child that never imports MXNet

@@ -136,7 +136,8 @@ def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
     spec = spec or BenchSpec()
     results = run_benchmark(prefix, spec.options, previous=previous, loader=spec.loader,
                             quiet=quiet, identity=identity)
-    primary = "dali" if spec.loader == "dali" else "mxnet"
+    measured = (results.get("loader_choice") or {}).get("measured", spec.loader)
+    primary = "dali" if measured == "dali" else "mxnet"  # torch: bench.floors
     env, floors = select_floors(spec, results["device"]["kind"], environment, primary)
     results["dataset_version"] = dataset_version
     results["run_id"] = run_id

@@ -67,9 +67,11 @@ def register(sub) -> None:
     p.add_argument("--loader", choices=["image_record_iter", "segmentation"],
                    default="image_record_iter", help="mx.io.ImageRecordIter (classification) or "
                    "the segmentation DataLoader (default image_record_iter)")
-    p.add_argument("--engine", choices=["mxnet", "dali", "both"], default="mxnet",
-                   help="whose loader: MXNet's, NVIDIA DALI's fn.readers.mxnet, or both side "
-                   "by side (the spec's bench.loader; default mxnet)")
+    p.add_argument("--engine", choices=["mxnet", "dali", "both", "torch", "auto"],
+                   default="mxnet",
+                   help="whose loader: MXNet's, NVIDIA DALI's fn.readers.mxnet, both side "
+                   "by side, the PyTorch loader, or auto (what runs on this GPU; the spec's "
+                   "bench.loader; default mxnet)")
     p.add_argument("--batch-size", type=int, default=64, help="images per batch (default 64)")
     p.add_argument("--data-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
     p.add_argument("--no-rand-crop", dest="rand_crop", action="store_false",

@@ -52,7 +52,9 @@ class BenchOptions(StrictModel):
         "makes of them)"
     )
     device: Literal["auto", "cpu", "gpu"] = Field(
-        "auto", description="auto: the GPU if MXNet sees one, else CPU (stated in the result)"
+        "auto", description="auto: the GPU if the loader sees one, else CPU (stated in the "
+        "result); gpu: fail rather than measure on CPU, and refuse MXNet's loader on a GPU its "
+        "kernels cannot run on (docs/gpu-worker.md)"
     )
     gpu_id: int = Field(0, ge=0)
     iter_kwargs: dict[str, int | float | bool | str | list[float]] = Field(
@@ -143,23 +145,31 @@ class BenchSpec(StrictModel):
     ``default``.
     """
 
-    loader: Literal["mxnet", "dali", "both"] = Field(
-        "mxnet", description="whose loader is measured: MXNet's (in the MXNet environment), "
-        "NVIDIA DALI's fn.readers.mxnet (classification and detection), or both side by "
-        "side")
+    loader: Literal["auto", "mxnet", "dali", "both", "torch"] = Field(
+        "auto", description="whose loader is measured: MXNet's (in the MXNet environment), "
+        "NVIDIA DALI's fn.readers.mxnet (classification and detection), both side by side, "
+        "the PyTorch loader (recforge.readers.torch.dataset + DataLoader, nvJPEG decode on a "
+        "GPU; classification), or auto: on a GPU worker (device not cpu and a GPU present) "
+        "MXNet's where mxnet's kernels run on the GPU's compute capability, else the PyTorch "
+        "loader, else DALI; elsewhere MXNet's (recforge.bench.gpu_support)")
     options: BenchOptions = BenchOptions()
     floors: dict[str, BenchFloors] = Field(default_factory=dict,
-                                           description="MXNet's loader, per environment")
+                                           description="MXNet's loader (or the PyTorch "
+                                           "loader when it is the one measured), per "
+                                           "environment")
     dali_floors: dict[str, BenchFloors] = Field(
         default_factory=dict, description="DALI's loader, per environment (same keys rule)")
 
     @model_validator(mode="after")
     def _dali_reads_classification(self) -> BenchSpec:
-        if self.loader != "mxnet" and self.options.loader == "segmentation":
+        if self.loader in ("dali", "both") and self.options.loader == "segmentation":
             raise ValueError(
                 f"bench.loader {self.loader!r} measures DALI, which reads classification and "
                 f"detection splits; options.loader is {self.options.loader!r}: use "
                 "bench.loader: mxnet")
+        if self.loader == "torch" and self.options.loader != "image_record_iter":
+            raise ValueError(
+                f"bench.loader 'torch' measures the PyTorch loader, which reads classification "
+                f"splits; options.loader is {self.options.loader!r}: use bench.loader: mxnet "
+                "or auto")
         return self
-
-
