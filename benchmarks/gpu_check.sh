@@ -2,7 +2,9 @@
 # The GPU check in one command: on a machine with an NVIDIA GPU, make the GPU worker's two
 # environments (if not given), build a small dataset, and run the loader benchmark with MXNet
 # (mxnet-cu112, in its own environment) and DALI (CUDA 12) on the GPU. Prints img/s, GPU memory
-# and whether MXNet's kernels run natively or through PTX. Under 8 minutes including installs.
+# and whether MXNet's kernels run natively, on compatible machine code, through PTX or not at all
+# (sm_90 and later: it stops, exit 2; use benchmarks/gpu_check_torch.py, docs/gpu-worker.md).
+# Under 8 minutes including installs.
 #
 #   bash benchmarks/gpu_check.sh            # on the GPU machine; output for docs/gpu-worker.md
 #   bash benchmarks/gpu_check.sh --cpu      # dry run on any machine, with `make venv`'s envs
