@@ -3,8 +3,13 @@
 Builds a split the way the pack stage does (sample photos → short side 256 → JPEG q95 →
 RecordIO), then runs ``recforge.bench.run_benchmark`` with the usual training settings
 (batch 64, 3x224x224, rand_crop + rand_mirror). Prints the table; ``--out`` keeps bench.json.
+``--engine all`` measures DALI's and the PyTorch loader beside MXNet's in the same run, on
+the same window (each that is installed; torch is an optional extra: a CPU build in a
+folder of its own on ``PYTHONPATH`` is enough).
 
     PYTHONPATH=include python benchmarks/loader_vs_decode.py --repeat 3
+    pip install --target .torch-cpu torch==2.13.0   # once; torch alone, no torchvision needed
+    PYTHONPATH=include:.torch-cpu .venv/bin/python benchmarks/loader_vs_decode.py --engine all
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--grid", default="1,2,4")
     ap.add_argument("--out", help="write the last bench.json here")
+    ap.add_argument("--engine", default="mxnet", choices=["mxnet", "dali", "both", "all", "torch"],
+                    help="whose loader (all: DALI's and PyTorch's beside MXNet's)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
@@ -64,7 +71,7 @@ def main() -> None:
             thread_grid=tuple(int(x) for x in args.grid.split(",")), warmup_batches=5,
             measure_batches=args.batches, decode_records=n)
         for i in range(args.repeat):
-            results = run_benchmark(str(root), opts)
+            results = run_benchmark(str(root), opts, loader=args.engine)
             print(f"\n=== run {i + 1}/{args.repeat}")
             print(format_table(results))
         if args.out:

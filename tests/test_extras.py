@@ -21,6 +21,8 @@ from recforge.errors import MissingExtra, RecforgeFailure, extra_for, needs_extr
     ("moto.server", "dev"),
     ("skimage", "dev"),
     ("mxnet", "mxnet"),
+    ("torch", "torch"),
+    ("torchvision.io", "torch"),
     ("numpy", None),
     ("airflowish", None),
     (None, None),

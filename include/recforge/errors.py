@@ -71,6 +71,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "airflow": ("airflow",),  # Airflow and the providers the DAGs use (airflow.providers.*)
     "lineage": ("airflow.providers.openlineage", "openlineage"),
     "dali": ("nvidia.dali",),
+    "torch": ("torch", "torchvision"),
     "mxnet": ("mxnet",),
     "dev": ("moto", "skimage"),
 }

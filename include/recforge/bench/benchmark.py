@@ -6,7 +6,8 @@ process (it holds the S3 credentials) while the MXNet environment's child proces
 MXNet beside the fetch, ``recforge.bench.measure`` inside it); DALI's loader is measured in
 this process (``recforge.bench.dali``).
 ``loader``: ``mxnet`` (the default), ``dali``, ``both`` — then MXNet's result is the
-document and DALI's sits beside it under ``"dali"``, gated by floors of its own —, ``torch``
+document and DALI's sits beside it under ``"dali"``, gated by floors of its own —, ``all``
+(DALI's and the PyTorch loader's beside MXNet's, each that is installed), ``torch``
 (``recforge.bench.torch_loader``, in this process) or ``auto``: which of them runs on this
 host's GPU (``recforge.bench.gpu_support``); the document's ``loader_choice`` says which and why.
 MXNet's loader asked for with ``device=gpu`` on a GPU its kernels cannot run on is refused here,
@@ -16,6 +17,7 @@ before anything is fetched.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import tempfile
 import threading
@@ -31,7 +33,10 @@ from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
 
-LOADERS = ("auto", "mxnet", "dali", "both", "torch")
+LOADERS = ("auto", "mxnet", "dali", "both", "torch", "all")
+# beside MXNet's result ("both", "all"): name → the function measuring it in this process
+BESIDE = {"dali": "recforge.bench.dali:measure_dali",
+          "torch": "recforge.bench.torch_loader:measure_torch"}
 IN_PROCESS = {"dali": "recforge.bench.dali:measure_dali",
               "torch": "recforge.bench.torch_loader:measure_torch"}
 
@@ -78,7 +83,7 @@ def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
          quiet: threading.Event | None, identity: str | None, started: datetime) -> dict:
     """``run_benchmark`` once the loader is decided (``mxnet``, ``dali``, ``both``,
     ``torch``)."""
-    python = environment.mxnet_python() if loader in ("mxnet", "both") else None  # fail early
+    python = environment.mxnet_python() if loader in ("mxnet", "both", "all") else None
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
         def fetch() -> dict:
             got = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
@@ -120,12 +125,29 @@ def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
 
         results = environment.call("recforge.bench.measure:measure", kwargs, python=python,
                                    quiet=quiet)
-        if loader == "both":
-            from recforge.bench.dali import measure_dali
-
-            results["dali"] = measure_dali(prefix, window["root"], opts, window["fetched"],
-                                           window["sizes"], datetime.now(UTC))
+        for name in beside(loader):
+            module, _, func = BESIDE[name].partition(":")
+            measure = getattr(importlib.import_module(module), func)
+            results[name] = measure(prefix, window["root"], opts, window["fetched"],
+                                    window["sizes"], datetime.now(UTC))
         return results
+
+
+def beside(loader: str) -> list[str]:
+    """The loaders measured beside MXNet's: DALI's for ``both``; for ``all`` every one of
+    DALI's and the PyTorch loader that is installed (a missing one is logged, not fatal)."""
+    if loader == "both":
+        return ["dali"]
+    if loader != "all":
+        return []
+    found = []
+    for name, module in (("dali", "nvidia.dali"), ("torch", "torch")):
+        if importlib.util.find_spec(module) is None:
+            log.info("bench: %s is not installed here; bench.loader all measures without it",
+                     name)
+        else:
+            found.append(name)
+    return found
 
 
 def unchanged_window(prefix: str, opts: BenchOptions, previous: dict | None,

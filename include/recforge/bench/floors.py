@@ -42,7 +42,7 @@ def select_floors(spec: BenchSpec | None, device_kind: str, environment: str | N
     still fail the gate).
     """
     wanted = environment or os.environ.get(ENV_VAR) or None
-    floors = ((spec.dali_floors if loader == "dali" else spec.floors)
+    floors = ({"dali": spec.dali_floors, "torch": spec.torch_floors}.get(loader, spec.floors)
               if spec is not None else {})
     if not floors:  # $RECFORGE_BENCH_ENV is worker-wide; a spec without floors is not gated
         return None, None
@@ -137,20 +137,22 @@ def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
     results = run_benchmark(prefix, spec.options, previous=previous, loader=spec.loader,
                             quiet=quiet, identity=identity)
     measured = (results.get("loader_choice") or {}).get("measured", spec.loader)
-    primary = "dali" if measured == "dali" else "mxnet"  # torch: bench.floors
+    primary = measured if measured in ("dali", "torch") else "mxnet"
     env, floors = select_floors(spec, results["device"]["kind"], environment, primary)
     results["dataset_version"] = dataset_version
     results["run_id"] = run_id
     results["floors"] = {"environment": env,
                          "values": floors.model_dump(mode="json") if floors else None}
     violations = check_floors(results, floors)
-    if "dali" in results:  # both loaders: DALI's result is gated by its own floors
-        dali = results["dali"]
-        denv, dfloors = select_floors(spec, dali["device"]["kind"], environment, "dali")
-        dali["floors"] = {"environment": denv,
-                          "values": dfloors.model_dump(mode="json") if dfloors else None}
-        dali["violations"] = check_floors(dali, dfloors)
-        violations += [f"DALI: {v}" for v in dali["violations"]]
+    for name, label in (("dali", "DALI"), ("torch", "PyTorch")):
+        if name not in results:  # measured beside MXNet's: gated by floors of its own
+            continue
+        other = results[name]
+        oenv, ofloors = select_floors(spec, other["device"]["kind"], environment, name)
+        other["floors"] = {"environment": oenv,
+                           "values": ofloors.model_dump(mode="json") if ofloors else None}
+        other["violations"] = check_floors(other, ofloors)
+        violations += [f"{label}: {v}" for v in other["violations"]]
     results["violations"] = violations
     results["passed"] = not violations
     save_results(results, out_uri)

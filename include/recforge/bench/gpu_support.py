@@ -226,7 +226,7 @@ def mxnet_refusal(gpu: GpuInfo, match: Match, requested: str) -> str:
 
 @dataclass(frozen=True)
 class Choice:
-    """What the benchmark measures: ``loader`` (mxnet, dali, both, torch) and why."""
+    """What the benchmark measures: ``loader`` (mxnet, dali, both, all, torch) and why."""
 
     requested: str
     loader: str
@@ -258,7 +258,7 @@ def choose_loader(requested: str, device: str, task_loader: str, gpu: GpuInfo | 
 
     match = kernel_match(archs, gpu.capability if gpu else None)
     kernels = match.sentence if gpu else None
-    if requested in ("mxnet", "both") and device == "gpu" and gpu and not match.runs:
+    if requested in ("mxnet", "both", "all") and device == "gpu" and gpu and not match.runs:
         raise LoaderBenchError(mxnet_refusal(gpu, match, requested))
     if requested != "auto":
         return Choice(requested, requested, f"bench.loader: {requested}", gpu, kernels)

@@ -51,11 +51,12 @@ def format_table(results: dict) -> str:
                     {r.get("label_pad_width") for r in results["runs"]} - {None}))))
     lines += [f"warning: {w}" for w in results["warnings"]]
     lines += [f"PROBLEM: {p}" for p in results["problems"]]
-    for v in results.get("violations", []):  # DALI's too, prefixed "DALI:"
+    for v in results.get("violations", []):  # DALI's and PyTorch's too, prefixed
         lines.append(f"FLOOR: {v}")
-    if results.get("dali"):
-        lines += ["", "--- DALI, side by side ---",
-                  format_table({**results["dali"], "violations": []})]
+    for name, label in (("dali", "DALI"), ("torch", "PyTorch")):
+        if results.get(name):
+            lines += ["", f"--- {label}, side by side ---",
+                      format_table({**results[name], "violations": []})]
     return "\n".join(lines)
 
 

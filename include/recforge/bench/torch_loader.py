@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NAME = "recforge.readers.torch.dataset + torch.utils.data.DataLoader + torchvision decode_jpeg"
+NAME = "recforge.readers.torch.dataset + torch.utils.data.DataLoader"
+DECODE = {"cpu": "OpenCV decode in the workers", "gpu": "torchvision decode_jpeg on the GPU"}
 
 
 def _import_torch(gpu: bool = False):
@@ -373,7 +374,7 @@ def measure_torch(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
                              r["images_per_sec"] for r in runs
                              if r["effective_threads"] == configured))
     return bench_document(
-        prefix=prefix, opts=opts, started=started, loader=NAME,
+        prefix=prefix, opts=opts, started=started, loader=f"{NAME} + {DECODE[device['kind']]}",
         host=_host(torch, procs), device=device,
         dataset=dataset_facts(n_records, rec_bytes, num_classes, fetched.get("sample")),
         bare_decode=decode, image_sizes=sizes,

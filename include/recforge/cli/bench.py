@@ -44,9 +44,10 @@ def _cmd(args) -> int:
                                    for e in exc.errors())) from None
     results = run_benchmark(args.prefix, opts, loader=args.engine)
     results["violations"] = check_floors(results, floors)
-    if "dali" in results:
-        results["dali"]["violations"] = check_floors(results["dali"], floors)
-        results["violations"] += [f"DALI: {v}" for v in results["dali"]["violations"]]
+    for name, label in (("dali", "DALI"), ("torch", "PyTorch")):
+        if name in results:
+            results[name]["violations"] = check_floors(results[name], floors)
+            results["violations"] += [f"{label}: {v}" for v in results[name]["violations"]]
     results["passed"] = not results["violations"]
     if args.out:
         save_results(results, args.out)
@@ -67,11 +68,11 @@ def register(sub) -> None:
     p.add_argument("--loader", choices=["image_record_iter", "segmentation"],
                    default="image_record_iter", help="mx.io.ImageRecordIter (classification) or "
                    "the segmentation DataLoader (default image_record_iter)")
-    p.add_argument("--engine", choices=["mxnet", "dali", "both", "torch", "auto"],
+    p.add_argument("--engine", choices=["mxnet", "dali", "both", "all", "torch", "auto"],
                    default="mxnet",
                    help="whose loader: MXNet's, NVIDIA DALI's fn.readers.mxnet, both side "
-                   "by side, the PyTorch loader, or auto (what runs on this GPU; the spec's "
-                   "bench.loader; default mxnet)")
+                   "by side, all (DALI's and PyTorch's beside MXNet's), the PyTorch loader, "
+                   "or auto (what runs on this GPU; the spec's bench.loader; default mxnet)")
     p.add_argument("--batch-size", type=int, default=64, help="images per batch (default 64)")
     p.add_argument("--data-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
     p.add_argument("--no-rand-crop", dest="rand_crop", action="store_false",

@@ -83,8 +83,9 @@ def _import_torch():
         import torch  # noqa: F401
     except ModuleNotFoundError as exc:
         raise ModuleNotFoundError(
-            "recforge.readers.torch needs PyTorch: pip install torch (and torchvision for "
-            "decode_batch_gpu); the numpy reader recforge.readers.SplitReader needs neither",
+            "recforge.readers.torch needs PyTorch: pip install 'recforge[torch]' (torch, and "
+            "torchvision for decode_batch_gpu); the numpy reader recforge.readers.SplitReader "
+            "needs neither",
             name="torch") from exc
 
 

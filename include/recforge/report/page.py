@@ -581,10 +581,12 @@ def _loader(inp: ReportInputs) -> str:
 
     parts = [_loader_block("loader throughput", bench, "preprocess threads (effective)",
                            floor_of(bench))]
-    dali = bench.get("dali") or {}
-    if dali.get("runs"):  # bench.loader: both — DALI's loader beside MXNet's
-        parts.append(_loader_block("DALI loader throughput", dali, "DALI num_threads",
-                                   floor_of(dali) or floor_of(bench)))
+    for name, title, threads in (("dali", "DALI loader throughput", "DALI num_threads"),
+                                 ("torch", "PyTorch loader throughput", "DataLoader workers")):
+        other = bench.get(name) or {}
+        if other.get("runs"):  # bench.loader: both / all — beside MXNet's
+            parts.append(_loader_block(title, other, threads,
+                                       floor_of(other) or floor_of(bench)))
     return f'<div id="loader">{"".join(parts)}</div>'
 
 

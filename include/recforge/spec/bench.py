@@ -145,24 +145,27 @@ class BenchSpec(StrictModel):
     ``default``.
     """
 
-    loader: Literal["auto", "mxnet", "dali", "both", "torch"] = Field(
+    loader: Literal["auto", "mxnet", "dali", "both", "torch", "all"] = Field(
         "auto", description="whose loader is measured: MXNet's (in the MXNet environment), "
         "NVIDIA DALI's fn.readers.mxnet (classification and detection), both side by side, "
-        "the PyTorch loader (recforge.readers.torch.dataset + DataLoader, nvJPEG decode on a "
-        "GPU; classification), or auto: on a GPU worker (device not cpu and a GPU present) "
-        "MXNet's where mxnet's kernels run on the GPU's compute capability, else the PyTorch "
-        "loader, else DALI; elsewhere MXNet's (recforge.bench.gpu_support)")
+        "all (MXNet's with DALI's and the PyTorch loader beside it, each that is installed, "
+        "each gated by its own floors), torch (recforge.readers.torch.dataset in a "
+        "DataLoader, nvJPEG decode on a GPU; classification), or auto: on a GPU worker "
+        "(device not cpu and a GPU present) MXNet's where mxnet's kernels run on the GPU's "
+        "compute capability, else the PyTorch loader, else DALI; elsewhere MXNet's "
+        "(recforge.bench.gpu_support)")
     options: BenchOptions = BenchOptions()
     floors: dict[str, BenchFloors] = Field(default_factory=dict,
-                                           description="MXNet's loader (or the PyTorch "
-                                           "loader when it is the one measured), per "
-                                           "environment")
+                                           description="MXNet's loader, per environment")
     dali_floors: dict[str, BenchFloors] = Field(
         default_factory=dict, description="DALI's loader, per environment (same keys rule)")
+    torch_floors: dict[str, BenchFloors] = Field(
+        default_factory=dict, description="the PyTorch loader, per environment (same keys "
+        "rule)")
 
     @model_validator(mode="after")
     def _dali_reads_classification(self) -> BenchSpec:
-        if self.loader in ("dali", "both") and self.options.loader == "segmentation":
+        if self.loader in ("dali", "both", "all") and self.options.loader == "segmentation":
             raise ValueError(
                 f"bench.loader {self.loader!r} measures DALI, which reads classification and "
                 f"detection splits; options.loader is {self.options.loader!r}: use "
