@@ -220,7 +220,8 @@ def test_torch_loader_result_has_the_bench_json_layout(monkeypatch, tmp_path):
                             threads={}, runs=[], value_check={}, label_range=[],
                             recommendation={}, summary={}, problems=[], warnings=[])
     assert list(doc) == list(layout)
-    assert doc["loader"] == torch_loader.NAME and doc["host"]["torch"] == "2.11.0+cu130"
+    assert doc["loader"] == f"{torch_loader.NAME} + {torch_loader.DECODE['cpu']}"
+    assert doc["host"]["torch"] == "2.11.0+cu130"
     assert doc["threads"]["grid"] == [1, 2] and doc["recommendation"]["num_workers"] == 2
     assert doc["summary"]["images_per_sec"] == 200.0 and doc["summary"]["device"] == "cpu"
     assert doc["label_range"] == [0.0, 7.0] and doc["problems"] == []

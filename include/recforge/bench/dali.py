@@ -34,9 +34,8 @@ from recforge.bench.results import (
     bench_document,
     dataset_facts,
     label_range,
-    percentile,
     recommend,
-    rounded,
+    run_entry,
     summary_of,
 )
 from recforge.errors import needs_extra
@@ -193,25 +192,12 @@ def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
     del pipe
     images_seen = measured * opts.batch_size
     ips = images_seen / window if window > 0 else 0.0
-    out = {
-        "requested_threads": [threads], "effective_threads": threads,
-        "observed_threads": threads,
-        "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
-        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
-        "latency_ms": {"p50": rounded(percentile(latencies, 50) * 1e3),
-                       "p95": rounded(percentile(latencies, 95) * 1e3),
-                       "p99": rounded(percentile(latencies, 99) * 1e3),
-                       "max": rounded(max(latencies) * 1e3),
-                       "mean": rounded(sum(latencies) / len(latencies) * 1e3)},
-        "window": {"batches": measured, "images": images_seen, "seconds": round(window, 4),
-                   "warmup_batches": opts.warmup_batches},
-        "batches_seen": {"count": opts.warmup_batches + measured,
-                         "shapes": [list(x) for x in sorted(shapes)],
-                         "label_min": span(seen, "label_min", min),
-                         "label_max": span(seen, "label_max", max)},
-        "gpu_memory_peak_bytes": None, "gpu_memory_baseline_bytes": None,
-        "problems": problems,
-    }
+    out = run_entry(threads=threads, first=first, ips=ips, rec_bytes=rec_bytes,
+                    n_records=n_records, latencies=latencies, measured=measured,
+                    window=window, opts=opts, shapes=shapes,
+                    batches_seen=opts.warmup_batches + measured,
+                    label_min=span(seen, "label_min", min),
+                    label_max=span(seen, "label_max", max), problems=problems)
     if opts.loader == "detection":
         out["batches_seen"]["detection"] = detection_summary(seen)
     return out

@@ -63,6 +63,31 @@ def bench_document(*, prefix: str, opts, started: datetime, loader: str, host: d
     }
 
 
+def run_entry(*, threads: int, first: float, ips: float, rec_bytes: int, n_records: int,
+              latencies: list[float], measured: int, window: float, opts, shapes,
+              batches_seen: int, label_min, label_max, peak: int | None = None,
+              baseline: int | None = None, problems: list[str]) -> dict:
+    """One timed run of an in-process loader (DALI's, PyTorch's) as ``bench.json``'s
+    ``runs`` hold it: the same keys as MXNet's runs."""
+    return {
+        "requested_threads": [threads], "effective_threads": threads,
+        "observed_threads": threads,
+        "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
+        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
+        "latency_ms": {"p50": rounded(percentile(latencies, 50) * 1e3),
+                       "p95": rounded(percentile(latencies, 95) * 1e3),
+                       "p99": rounded(percentile(latencies, 99) * 1e3),
+                       "max": rounded(max(latencies) * 1e3),
+                       "mean": rounded(sum(latencies) / len(latencies) * 1e3)},
+        "window": {"batches": measured, "images": measured * opts.batch_size,
+                   "seconds": round(window, 4), "warmup_batches": opts.warmup_batches},
+        "batches_seen": {"count": batches_seen, "shapes": [list(x) for x in sorted(shapes)],
+                         "label_min": label_min, "label_max": label_max},
+        "gpu_memory_peak_bytes": peak, "gpu_memory_baseline_bytes": baseline,
+        "problems": problems,
+    }
+
+
 def recommend(runs: list[dict]) -> dict:
     """The fastest setting; among settings within TIE_FRACTION of it, the fewest threads."""
     best = max(r["images_per_sec"] for r in runs)

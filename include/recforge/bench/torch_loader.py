@@ -38,9 +38,8 @@ from recforge.bench.results import (
     bench_document,
     dataset_facts,
     label_range,
-    percentile,
     recommend,
-    rounded,
+    run_entry,
     summary_of,
 )
 from recforge.format import names
@@ -277,27 +276,12 @@ def timed_run(torch, dataset, opts: BenchOptions, workers: int, device: dict,
 
 def _run_result(workers, first, ips, rec_bytes, n_records, latencies, measured, window, opts,
                 shapes, seen, problems, peak, baseline) -> dict:
-    def span(rows, key, pick):
-        return pick((r[key] for r in rows), default=None)
-
-    return {
-        "requested_threads": [workers], "effective_threads": workers,
-        "observed_threads": workers,
-        "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
-        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
-        "latency_ms": {"p50": rounded(percentile(latencies, 50) * 1e3),
-                       "p95": rounded(percentile(latencies, 95) * 1e3),
-                       "p99": rounded(percentile(latencies, 99) * 1e3),
-                       "max": rounded(max(latencies) * 1e3),
-                       "mean": rounded(sum(latencies) / len(latencies) * 1e3)},
-        "window": {"batches": measured, "images": measured * opts.batch_size,
-                   "seconds": round(window, 4), "warmup_batches": opts.warmup_batches},
-        "batches_seen": {"count": len(seen), "shapes": [list(x) for x in sorted(shapes)],
-                         "label_min": span(seen, "label_min", min),
-                         "label_max": span(seen, "label_max", max)},
-        "gpu_memory_peak_bytes": peak, "gpu_memory_baseline_bytes": baseline,
-        "problems": problems,
-    }
+    return run_entry(threads=workers, first=first, ips=ips, rec_bytes=rec_bytes,
+                     n_records=n_records, latencies=latencies, measured=measured,
+                     window=window, opts=opts, shapes=shapes, batches_seen=len(seen),
+                     label_min=min((r["label_min"] for r in seen), default=None),
+                     label_max=max((r["label_max"] for r in seen), default=None),
+                     peak=peak, baseline=baseline, problems=problems)
 
 
 def value_check(torch, dataset, opts: BenchOptions, workers: int, device: dict,
