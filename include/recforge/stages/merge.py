@@ -254,6 +254,23 @@ def _done(value) -> Future:
     return future
 
 
+def account_beside_items(run: Run, accounting: Reconciler) -> tuple[dict, Counter]:
+    """Account what flatten kept beside the items: the files it read whole (COCO instances,
+    list files: ``used``) and the objects it set aside (not bad data: ``not_used``);
+    returns flatten's ``annotation_files`` document and the set-aside count by reason."""
+    flattened: dict = {}
+    if storage.exists(run.annotation_files):
+        flattened = storage.read_json(run.annotation_files)
+        for key in flattened["used"]:
+            accounting.account(key)
+    set_aside: Counter = Counter()
+    if storage.exists(run.not_used):
+        for row in storage.iter_jsonl(run.not_used):
+            accounting.account(row["key"], not_used=True)
+            set_aside[row["reason"]] += 1
+    return flattened, set_aside
+
+
 def _upload_and_drop(path: Path, out: str) -> None:
     storage.upload(path, storage.join(out, path.name))
     path.unlink()
@@ -336,18 +353,8 @@ def merge(run: Run) -> dict:
     for e in entries:
         if not e.is_part:  # a refused object of an annotation: its image is accounted
             accounting.account(e.source_key, refused=True)
-    used: list[str] = []
-    flattened: dict = {}
-    if storage.exists(run.annotation_files):  # COCO files, list files: read whole, used
-        flattened = storage.read_json(run.annotation_files)
-        used = flattened["used"]
-        for key in used:
-            accounting.account(key)
-    set_aside = Counter()
-    if storage.exists(run.not_used):  # no part of the dataset, not bad data
-        for row in storage.iter_jsonl(run.not_used):
-            accounting.account(row["key"], not_used=True)
-            set_aside[row["reason"]] += 1
+    flattened, set_aside = account_beside_items(run, accounting)
+    used = flattened.get("used", [])
     listing = hashlib.sha256()
     counts = accounting.finish(_listed_keys(run.source_manifest, listing))
     # the listing travels with the dataset, so `recforge check` can account per object later
