@@ -17,6 +17,7 @@ from recforge.claims import ClaimLost
 from recforge.errors import RecforgeFailure
 from recforge.orchestration import stage as orchestration_stage
 from recforge.orchestration import xcom
+from recforge.pull import NoSuchVersion
 from recforge.quality import QualityGateFailed
 from recforge.quality.gate import GateError
 from recforge.segmentation.colormaps import ColorMapError
@@ -47,6 +48,7 @@ FAILURES = [
     GateError("records.jsonl line 3: not JSON"),
     ColorMapError("colour (1, 2, 3) is shared by 'a' and 'b'"),
     UnknownMaskValues("gt/a.png", "cityscapes", [UnknownValue("colour (1, 2, 3)", 4, 0, 0)], 4),
+    NoSuchVersion("s3://b/datasets/pets has no version v1; it has v2"),
 ]
 
 
