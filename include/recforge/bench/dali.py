@@ -34,9 +34,9 @@ from recforge.bench.results import (
     bench_document,
     dataset_facts,
     label_range,
-    recommend,
+    picked,
     run_entry,
-    summary_of,
+    thread_grid,
 )
 from recforge.errors import needs_extra
 from recforge.format import detection_label as dl
@@ -267,7 +267,7 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
                                 f"decoded sample of the first {decode['records']} records")
     decode.pop("sizes")
     procs = _cpus()
-    grid = sorted({min(t, procs) for t in (*opts.thread_grid, opts.preprocess_threads)})
+    grid = thread_grid(opts, procs)
     log.info("bench (DALI %s) %s/%s: %d records; %s", dali.__version__, prefix, opts.split,
              n_records, device["statement"])
     runs = []
@@ -276,8 +276,8 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
         runs.append(r)
         log.info("bench (DALI): %d thread(s): %.0f img/s, p99 %.1f ms", t, r["images_per_sec"],
                  r["latency_ms"]["p99"])
-    pick = recommend(runs)
-    best = next(r for r in runs if r["effective_threads"] == pick["preprocess_threads"])
+    pick, best, summary = picked(runs, decode, device["kind"], procs, opts,
+                                 sizes["fraction_smaller"])
     values = _value_check(root, opts, best["effective_threads"], device, n_records)
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
     problems += values["problems"]
@@ -286,11 +286,6 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
         runs, values, num_classes, 1 if detection else opts.label_width,
         "the objects' class ids" if detection else "labels")
     problems += [label_problem] if label_problem else []
-    configured = min(opts.preprocess_threads, procs)
-    summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
-                         sizes["fraction_smaller"], next(
-                             r["images_per_sec"] for r in runs
-                             if r["effective_threads"] == configured))
     return bench_document(
         prefix=prefix, opts=opts, started=started, loader=NAME,
         host={"hostname": platform.node(), "python": platform.python_version(),

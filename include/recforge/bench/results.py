@@ -88,6 +88,25 @@ def run_entry(*, threads: int, first: float, ips: float, rec_bytes: int, n_recor
     }
 
 
+def thread_grid(opts, procs: int) -> list[int]:
+    """The worker counts an in-process loader is timed at: the spec's grid and its setting,
+    each capped at the CPUs."""
+    return sorted({min(t, procs) for t in (*opts.thread_grid, opts.preprocess_threads)})
+
+
+def picked(runs: list[dict], decode: dict, device_kind: str, procs: int, opts,
+           fraction_smaller: float) -> tuple[dict, dict, dict]:
+    """``(recommendation, the recommended run, summary)`` of an in-process loader's runs:
+    the summary at the recommended worker count, beside the rate at the configured one."""
+    pick = recommend(runs)
+    best = next(r for r in runs if r["effective_threads"] == pick["preprocess_threads"])
+    configured = min(opts.preprocess_threads, procs)
+    summary = summary_of(best, decode, device_kind, min(best["effective_threads"], procs),
+                         fraction_smaller, next(r["images_per_sec"] for r in runs
+                                                if r["effective_threads"] == configured))
+    return pick, best, summary
+
+
 def recommend(runs: list[dict]) -> dict:
     """The fastest setting; among settings within TIE_FRACTION of it, the fewest threads."""
     best = max(r["images_per_sec"] for r in runs)

@@ -38,9 +38,9 @@ from recforge.bench.results import (
     bench_document,
     dataset_facts,
     label_range,
-    recommend,
+    picked,
     run_entry,
-    summary_of,
+    thread_grid,
 )
 from recforge.format import names
 
@@ -341,22 +341,17 @@ def measure_torch(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
     decode.pop("sizes")
     dataset = reader_dataset(root, opts, encoded=device["kind"] == "gpu")
     procs = nprocs()
-    grid = sorted({min(t, procs) for t in (*opts.thread_grid, opts.preprocess_threads)})
+    grid = thread_grid(opts, procs)
     log.info("bench (torch %s) %s/%s: %d records; %s", torch.__version__, prefix, opts.split,
              n_records, device["statement"])
     runs = [timed_run(torch, dataset, opts, w, device, rec_bytes, n_records) for w in grid]
-    pick = recommend(runs)
-    best = next(r for r in runs if r["effective_threads"] == pick["preprocess_threads"])
+    pick, best, summary = picked(runs, decode, device["kind"], procs, opts,
+                                 sizes["fraction_smaller"])
     values = value_check(torch, dataset, opts, best["effective_threads"], device, n_records)
     problems = [f"{r['effective_threads']} worker(s): {p}" for r in runs for p in r["problems"]]
     problems += values["problems"]
     lab_lo, lab_hi, label_problem = label_range(runs, values, num_classes, opts.label_width)
     problems += [label_problem] if label_problem else []
-    configured = min(opts.preprocess_threads, procs)
-    summary = summary_of(best, decode, device["kind"], min(best["effective_threads"], procs),
-                         sizes["fraction_smaller"], next(
-                             r["images_per_sec"] for r in runs
-                             if r["effective_threads"] == configured))
     return bench_document(
         prefix=prefix, opts=opts, started=started, loader=f"{NAME} + {DECODE[device['kind']]}",
         host=_host(torch, procs), device=device,
