@@ -32,25 +32,16 @@ def _build(args: argparse.Namespace) -> int:
             progress.use_bars(False)
     else:
         result = run_build()
-    if result.get("already_published"):
-        published = result["publish"]
-        print(f"dataset {spec.name}: run {result['run_id']} already published version "
-              f"{published['version']} ({published['uri']}); latest.json checked — "
-              "nothing else to do")
-        if args.json:
-            print(json.dumps(result, indent=2, default=str))
-        return 0
-    if result["no_change"]:
-        split = result["split"]
-        print(f"dataset {spec.name}: no changes since the latest version (content id "
-              f"{split['content_id'][:12]}); nothing built or published "
-              "(--force-rebuild builds anyway)")
+    ended = _ended_early(spec.name, result)
+    if ended:  # nothing built: already published by this run id, or nothing changed
+        print(ended)
         if args.json:
             print(json.dumps(result, indent=2, default=str))
         return 0
     summary = result["merge"]
+    set_aside = f" + not used {summary['not_used']}" if summary.get("not_used") else ""
     print(f"dataset {spec.name}: listed {summary['listed']} = packed {summary['packed']} + "
-          f"quarantined {summary['quarantined']}")
+          f"quarantined {summary['quarantined']}{set_aside}")
     if summary.get("changes"):
         from recforge.incremental import changes
 
@@ -59,6 +50,8 @@ def _build(args: argparse.Namespace) -> int:
         print(f"  {split:<5} {n:>7} records")
     for reason, n in sorted(summary["quarantined_by_reason"].items()):
         print(f"  quarantined {reason}: {n}")
+    for reason, n in sorted(summary.get("not_used_by_reason", {}).items()):
+        print(f"  not used {reason}: {n}")
     print(_pack_costs(result["pack"], summary["listed"]))
     bench = result["benchmark"]["summary"]
     print(f"loader benchmark ({bench['device']}): {bench['images_per_sec']:.0f} img/s, "
@@ -70,6 +63,20 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+def _ended_early(name: str, result: dict) -> str | None:
+    """What a build that built nothing says, or None when it built."""
+    if result.get("already_published"):
+        published = result["publish"]
+        return (f"dataset {name}: run {result['run_id']} already published version "
+                f"{published['version']} ({published['uri']}); latest.json checked — "
+                "nothing else to do")
+    if result["no_change"]:
+        return (f"dataset {name}: no changes since the latest version (content id "
+                f"{result['split']['content_id'][:12]}); nothing built or published "
+                "(--force-rebuild builds anyway)")
+    return None
 
 
 def _pack_costs(shards: list[dict], listed: int) -> str:
