@@ -229,11 +229,12 @@ class PartCap:
 def capped(entries: list[QuarantineEntry], limit: int = MAX_REFUSED_PARTS
            ) -> list[QuarantineEntry]:
     """``entries`` with at most ``limit`` parts per source key listed one by one (see
-    :class:`PartCap`); whole-object entries are kept as they are."""
+    :class:`PartCap`); whole-object entries, and the counts a parser's own cap already
+    wrote (``too_many_refused``), are kept as they are."""
     caps: dict[str, PartCap] = {}
     whole = []
     for e in entries:
-        if not e.is_part:
+        if not e.is_part or e.reason == "too_many_refused":
             whole.append(e)
             continue
         cap = caps.setdefault(e.source_key, PartCap(e.source_key, e.stage, limit))
