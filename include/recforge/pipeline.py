@@ -157,11 +157,10 @@ def benchmark_beside(run: Run, checks: tuple[str, ...]) -> tuple[dict, dict[str,
     return results, seconds
 
 
-def finish_published(run: Run) -> dict:
-    """A run id whose version is already published (killed between ``manifest.json`` and
+def finish_published(run: Run, version: str) -> dict:
+    """A run id whose ``version`` is already published (killed between ``manifest.json`` and
     ``latest.json``, or run twice): only its publish runs again, which moves
     ``latest.json`` and writes nothing into the version."""
-    version = run.published_version()
     log.info("build %s: run %s already published %s; finishing its publish only",
              run.spec.name, run.run_id, version)
     return {"already_published": version, "no_change": False,
@@ -180,8 +179,9 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
               slots=workers or os.cpu_count())
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
-    if run.published_version():  # killed before latest.json, or run twice: finish, report
-        return {**result, **finish_published(run)}
+    version = run.published_version()
+    if version:  # killed before latest.json, or run twice: finish, report
+        return {**result, **finish_published(run, version)}
     plan = stages.stages_for(spec.task)
     timings = result["seconds"] = {}  # wall time per stage (per-shard stages: together)
     warmed = False
