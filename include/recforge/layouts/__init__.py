@@ -1,6 +1,7 @@
 """Source layouts: how a source's listed objects become the items to pack.
 
-One module per layout, each registered in ``LAYOUTS`` by the name ``source.layout`` gives
+One module per layout, each with its ``LAYOUT``, registered (``_registry``) by the name
+``source.layout`` gives
 (segmentation: ``pairs``, whose ``source.pairs`` says how images meet masks). A layout's
 ``flatten(rows, spec)`` sorts every listed object it is given into exactly one of:
 
@@ -13,7 +14,8 @@ One module per layout, each registered in ``LAYOUTS`` by the name ``source.layou
   (``Flattened.not_used``: a captions file beside COCO's instances, an image in no chosen VOC
   image set), counted and published in ``not_used.jsonl``, never in the quarantine.
 
-So the run's counts reconcile: listed = packed + quarantined + used + not used. ``extensions``
+So the run's counts reconcile: listed = packed + quarantined + not used (``summary.json``
+counts the used files as packed). ``extensions``
 names the non-image files a layout reads or knows (ingest accepts them), ``expected`` the
 paths it looks for, which a source where nothing matches is told.
 """
