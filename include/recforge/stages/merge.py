@@ -254,10 +254,12 @@ def _done(value) -> Future:
     return future
 
 
-def account_beside_items(run: Run, accounting: Reconciler) -> tuple[dict, Counter]:
+def account_beside_items(run: Run, accounting: Reconciler, digest=None
+                         ) -> tuple[dict, Counter]:
     """Account what flatten kept beside the items: the files it read whole (COCO instances,
-    list files: ``used``) and the objects it set aside (not bad data: ``not_used``);
-    returns flatten's ``annotation_files`` document and the set-aside count by reason."""
+    list files: ``used``) and the objects it set aside (not bad data: ``not_used``, whose
+    bytes ``digest`` sees on the way); returns flatten's ``annotation_files`` document and
+    the set-aside count by reason."""
     flattened: dict = {}
     if storage.exists(run.annotation_files):
         flattened = storage.read_json(run.annotation_files)
@@ -265,9 +267,11 @@ def account_beside_items(run: Run, accounting: Reconciler) -> tuple[dict, Counte
             accounting.account(key)
     set_aside: Counter = Counter()
     if storage.exists(run.not_used):
-        for row in storage.iter_jsonl(run.not_used):
-            accounting.account(row["key"], not_used=True)
-            set_aside[row["reason"]] += 1
+        for line in storage.iter_lines(run.not_used, digest):
+            if line.strip():
+                row = json.loads(line)
+                accounting.account(row["key"], not_used=True)
+                set_aside[row["reason"]] += 1
     return flattened, set_aside
 
 
@@ -353,7 +357,8 @@ def merge(run: Run) -> dict:
     for e in entries:
         if not e.is_part:  # a refused object of an annotation: its image is accounted
             accounting.account(e.source_key, refused=True)
-    flattened, set_aside = account_beside_items(run, accounting)
+    not_used_digest = hashlib.sha256()
+    flattened, set_aside = account_beside_items(run, accounting, not_used_digest)
     used = flattened.get("used", [])
     listing = hashlib.sha256()
     counts = accounting.finish(_listed_keys(run.source_manifest, listing))
@@ -364,8 +369,10 @@ def merge(run: Run) -> dict:
     _put(run, names.CLASSES, storage.json_bytes(storage.read_json(run.classes)), checksums)
     _put(run, names.QUARANTINE, quarantine.dumps(sorted(entries, key=lambda e: e.source_key)),
          checksums)
-    if set_aside:
-        _put(run, names.NOT_USED, storage.get_bytes(run.not_used), checksums)
+    if set_aside:  # copied on the store, hashed as it was read for the accounting
+        storage.copy(run.not_used, run.output(names.NOT_USED))
+        checksums[names.NOT_USED] = {"size": storage.size_of(run.not_used),
+                                     "sha256": not_used_digest.hexdigest()}
     parts = [e for e in entries if e.is_part]
     summary = {**counts, "splits": per_split,
                **({"not_used_by_reason": dict(set_aside)} if set_aside else {}),
