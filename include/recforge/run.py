@@ -65,6 +65,25 @@ def new_version(now: datetime | None = None, run_id: str = "",
     return f"{stamp}{content}-{hashlib.sha256(run_id.encode()).hexdigest()[:6]}"
 
 
+def write_options(spec: DatasetSpec) -> dict[str, storage.WriteOptions]:
+    """The spec's write options by prefix: ``publish.s3`` for the publish target,
+    ``staging_s3`` (default: the same) for the staging prefix, the cache included."""
+    def options(s3) -> storage.WriteOptions:
+        return storage.WriteOptions(
+            sse=None if s3.sse == "none" else s3.sse, kms_key_id=s3.kms_key_id,
+            storage_class=s3.storage_class, acl=None if s3.acl == "none" else s3.acl,
+            expected_bucket_owner=s3.expected_bucket_owner)
+
+    return {spec.publish.uri: options(spec.publish.s3),
+            spec.staging: options(spec.staging_options)}
+
+
+def use_spec_storage(spec: DatasetSpec) -> None:
+    """Every request from now on carries what the spec's buckets ask for
+    (:func:`write_options`; the table of an earlier spec is dropped)."""
+    storage.use_write_options(write_options(spec))
+
+
 def cache_uri(spec: DatasetSpec, *parts: str) -> str:
     """The dataset's content-addressed cache of packed chunks and shards (shared by runs)."""
     return storage.join(spec.staging, "cache", spec.name, *parts)
@@ -82,6 +101,7 @@ class Run:
 
     def __post_init__(self):
         safe_run_id(self.run_id)  # a run id naming no folder of its own fails before any I/O
+        use_spec_storage(self.spec)  # in every process that works for the run
 
     @property
     def staging(self) -> str:

@@ -23,12 +23,25 @@ Multipart part requests are left alone (their ETags only feed the completion).
 ``down = True`` refuses service altogether: every connection is reset as soon as it is
 accepted (the server is "down"). ``stats`` counts requests and injected faults per mode.
 
+``policy`` (a :class:`BucketPolicy`) makes one bucket a locked-down one, refused as AWS
+refuses (403 ``AccessDenied``, the request not forwarded; counted in ``stats["denied"]``,
+each reason in ``denials``): every request to it without the expected owner
+(``x-amz-expected-bucket-owner``; a copy from it also ``x-amz-source-expected-bucket-owner``),
+every write creating an object (PutObject, CreateMultipartUpload, CopyObject) without SSE-KMS
+under the policy's key (and its storage class, if it names one), any request sending an ACL
+(400 ``AccessControlListNotSupported``, as a bucket with ACLs disabled answers), and the
+deletes of the keys :meth:`FaultProxy.refuse_delete` names: a DeleteObject is refused
+whole, a DeleteObjects deletes the others and lists each such key in its ``<Error>``
+entries, as S3 answers a multi-object delete it partly refused. Moto only: that rewrites the
+request body, which a store that checks signatures refuses.
+
 Bounded: one short-lived thread per connection, socket timeouts on both sides, and
 :func:`running_proxy` shuts the server down when the ``with`` block ends.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import html
@@ -40,6 +53,7 @@ import struct
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
@@ -52,6 +66,50 @@ ERRORS = {"slowdown": (503, "Slow Down", "SlowDown", "Please reduce your request
           "internal": (500, "Internal Server Error", "InternalError",
                        "We encountered an internal error. Please try again.")}
 TIMEOUT_S = 30.0
+DELETE_STATUS = {"AccessDenied": (403, "Forbidden"), "SlowDown": (503, "Slow Down"),
+                 "InternalError": (500, "Internal Server Error")}
+
+
+@dataclass(frozen=True)
+class BucketPolicy:
+    """What a locked-down bucket asks of every request to it (see the module's docstring):
+    ``owner``, the account id every request must name; ``kms_key_id``, the KMS key every
+    write creating an object must ask for (with ``aws:kms``); ``storage_class``, if not None,
+    the class it must ask for."""
+
+    bucket: str
+    owner: str
+    kms_key_id: str
+    storage_class: str | None = None
+
+    def refusal(self, method: str, path: str, query: str, headers) -> str | None:
+        """Why this request is refused (None: it is not), from its method, path-style path,
+        query and headers; an ACL's refusal starts with ``ACL``."""
+        bucket, _, key = path.lstrip("/").partition("/")
+        source = unquote(headers.get("x-amz-copy-source", "")).lstrip("/").split("/", 1)[0]
+        if bucket != self.bucket and source != self.bucket:
+            return None
+        if bucket == self.bucket and (headers.get("x-amz-acl") or any(
+                h.lower().startswith("x-amz-grant-") for h in headers.keys())):
+            return f"ACL {headers.get('x-amz-acl') or 'grant'} sent to a bucket without ACLs"
+        if source == self.bucket and \
+                headers.get("x-amz-source-expected-bucket-owner") != self.owner:
+            return f"a copy from {self.bucket} names no expected source owner {self.owner}"
+        if bucket != self.bucket or (method == "PUT" and not key and not query):
+            return None  # another bucket; CreateBucket takes no expected owner
+        if headers.get("x-amz-expected-bucket-owner") != self.owner:
+            return f"no x-amz-expected-bucket-owner: {self.owner}"
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+        creating = (method == "PUT" and key and "partNumber" not in params
+                    and "uploadId" not in params) or (method == "POST" and "uploads" in params)
+        if not creating:
+            return None
+        if headers.get("x-amz-server-side-encryption") != "aws:kms" or headers.get(
+                "x-amz-server-side-encryption-aws-kms-key-id") != self.kms_key_id:
+            return f"a write without SSE-KMS under {self.kms_key_id}"
+        if self.storage_class and headers.get("x-amz-storage-class") != self.storage_class:
+            return f"a write not in storage class {self.storage_class}"
+        return None
 
 
 class FaultProxy(ThreadingHTTPServer):
@@ -60,7 +118,7 @@ class FaultProxy(ThreadingHTTPServer):
 
     def __init__(self, upstream: str, *, rate: float = 0.0, modes=MODES, seed: int = 0,
                  max_delay_s: float = 0.3, strip: tuple[str, ...] = (),
-                 opaque_etags: bool = False):
+                 opaque_etags: bool = False, policy: BucketPolicy | None = None):
         unknown = set(modes) - set(MODES)
         if unknown or not 0 <= rate <= 1:
             raise ValueError(f"modes {sorted(unknown)} not in {MODES} or rate {rate} not "
@@ -72,6 +130,9 @@ class FaultProxy(ThreadingHTTPServer):
         self.down = False
         self.strip = {h.lower() for h in strip}
         self.opaque_etags = opaque_etags
+        self.policy = policy
+        self.denials: list[str] = []  # why each refused request was refused
+        self._undeletable: dict[tuple[str, str], list] = {}  # (bucket, key) → [code, times]
         self._real: dict[str, str] = {}  # opaque ETag → the upstream's
         self.stats: Counter = Counter()
         self._rng = random.Random(seed)
@@ -91,6 +152,29 @@ class FaultProxy(ThreadingHTTPServer):
                 return None, 0.0
             self.stats[mode] += 1
             return mode, delay
+
+    def refuse_delete(self, bucket: str, key: str, code: str = "AccessDenied",
+                      times: int | None = None) -> None:
+        """Refuse to delete ``key`` with ``code`` (``times`` times, then delete it; None:
+        always), as a deny statement, a legal hold or a store under load does."""
+        with self._lock:
+            self._undeletable[(bucket, key)] = [code, times]
+
+    def delete_refused(self, bucket: str, key: str) -> str | None:
+        """The code this delete of ``key`` is refused with now (counted), or None."""
+        with self._lock:
+            entry = self._undeletable.get((bucket, key))
+            if entry is None or entry[1] == 0:
+                return None
+            if entry[1] is not None:
+                entry[1] -= 1
+            self.stats["delete_refused"] += 1
+            return entry[0]
+
+    def deny(self, reason: str) -> None:
+        with self._lock:
+            self.stats["denied"] += 1
+            self.denials.append(reason)
 
     def opaque(self, name: str, etag: str) -> str:
         """The ETag shown for object ``name`` whose upstream ETag is ``etag`` (quoted)."""
@@ -153,6 +237,62 @@ class _Handler(BaseHTTPRequestHandler):
                 out += chunk
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
+    def _error(self, status: int, phrase: str, code: str, message: str) -> None:
+        """An S3 error answer (a HEAD's without its body, as S3 sends it)."""
+        data = ERROR_BODY.format(code=code, message=html.escape(message)).encode()
+        self.send_response(status, phrase)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(0 if self.command == "HEAD" else len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _policed(self, parsed) -> bool:
+        """Answer what the bucket policy or a refused delete refuses; True if answered."""
+        path = unquote(parsed.path)
+        policy = self.server.policy
+        reason = policy and policy.refusal(self.command, path, parsed.query, self.headers)
+        if reason:
+            self.server.deny(reason)
+            if reason.startswith("ACL"):
+                self._error(400, "Bad Request", "AccessControlListNotSupported",
+                            "The bucket does not allow ACLs")
+            else:
+                self._error(403, "Forbidden", "AccessDenied", f"Access Denied: {reason}")
+            return True
+        bucket, _, key = path.lstrip("/").partition("/")
+        code = self.command == "DELETE" and key and "uploadId" not in parsed.query and \
+            self.server.delete_refused(bucket, key)
+        if code:
+            status, phrase = DELETE_STATUS.get(code, (403, "Forbidden"))
+            self._error(status, phrase, code, f"{code}: {key} was not deleted")
+        return bool(code)
+
+    def _refused_deletes(self, parsed, body: bytes, headers: dict) -> tuple[bytes, bytes]:
+        """A DeleteObjects body without the objects whose delete is refused, and the
+        ``<Error>`` entries its answer gets for them (b"" when none is refused)."""
+        if self.command != "POST" or "delete" not in parsed.query.split("&"):
+            return body, b""
+        bucket = unquote(parsed.path).strip("/").split("/", 1)[0]
+        errors: list[bytes] = []
+
+        def keep(m: re.Match) -> bytes:
+            raw = re.search(rb"<Key>(.*?)</Key>", m.group(0), re.S).group(1)
+            code = self.server.delete_refused(bucket, html.unescape(raw.decode()))
+            if not code:
+                return m.group(0)
+            errors.append(b"<Error><Key>" + raw + b"</Key><Code>" + code.encode()
+                          + b"</Code><Message>" + code.encode() + b"</Message></Error>")
+            return b""
+
+        body = re.sub(rb"<Object>.*?</Object>", keep, body, flags=re.S)
+        if errors:  # the body changed: its checksums with it
+            for k in [k for k in headers if k.lower() == "content-md5"
+                      or k.lower().startswith(("x-amz-checksum-", "x-amz-sdk-checksum"))]:
+                del headers[k]
+            headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+        return body, b"".join(errors)
+
     def _handle(self) -> None:
         body = self._body()
         fault, delay = self.server.pick()
@@ -165,12 +305,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        parsed = urlparse(self.path)
+        if self._policed(parsed):
+            return
         headers = {k: v for k, v in self.headers.items()
                    if k.lower() not in HOP_BY_HOP and k.lower() not in self.server.strip}
         if len(headers) < len(self.headers) - len(HOP_BY_HOP & {k.lower() for k in self.headers}):
             with self.server._lock:
                 self.server.stats["stripped"] += 1
-        parsed = urlparse(self.path)
+        body, delete_errors = self._refused_deletes(parsed, body, headers)
+        if delete_errors and b"<Object>" not in body:  # nothing left to forward
+            data = (b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns='
+                    b'"http://s3.amazonaws.com/doc/2006-03-01/">' + delete_errors
+                    + b"</DeleteResult>")
+            self.send_response(200, "OK")
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         opaque = self.server.opaque_etags and "uploadId" not in parsed.query
         if opaque:
             for k in headers:
@@ -186,6 +339,8 @@ class _Handler(BaseHTTPRequestHandler):
             out_headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
         finally:
             upstream.close()
+        if delete_errors:
+            data = data.replace(b"</DeleteResult>", delete_errors + b"</DeleteResult>")
         if opaque:
             data, out_headers = self._opaque(unquote(parsed.path), data, out_headers)
         if fault == "delay":

@@ -41,6 +41,31 @@ def test_credentials_and_endpoint_come_from_the_connection(bucket, s3_endpoint, 
     assert storage.s3_client().meta.endpoint_url == s3_endpoint
 
 
+def test_the_connections_clients_carry_the_runs_write_options(bucket, s3_endpoint,
+                                                               monkeypatch, restore_storage):
+    """A locked-down bucket (a proxy refusing, as S3 does, requests without SSE-KMS under
+    its key and the expected owner) reached through the connection: its clients get the
+    run's write options as boto3's chain's do."""
+    from tests.common.faultproxy import BucketPolicy, running_proxy
+
+    owner, key = "123456789012", "alias/recforge-connection"
+    policy = BucketPolicy(bucket, owner, key)
+    with running_proxy(s3_endpoint, policy=policy) as proxy:
+        monkeypatch.setenv("AIRFLOW_CONN_RECFORGE_TEST_S3", _connection(proxy.endpoint))
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+        assert connections.use_connection("recforge_test_s3") == "recforge_test_s3"
+        storage.use_write_options({f"s3://{bucket}/d": storage.WriteOptions(
+            sse="aws:kms", kms_key_id=key, expected_bucket_owner=owner)})
+        try:
+            storage.put_bytes(f"s3://{bucket}/d/a.json", b"{}")
+            got = storage.s3_client().head_object(Bucket=bucket, Key="d/a.json")
+        finally:
+            storage.use_write_options({})
+    assert storage.s3_client().meta.endpoint_url == proxy.endpoint
+    assert proxy.denials == [] and proxy.stats["requests"] == 2
+    assert (got["ServerSideEncryption"], got["SSEKMSKeyId"]) == ("aws:kms", key)
+
+
 def test_no_connection_keeps_boto3s_own_configuration(bucket, s3_endpoint, restore_storage):
     assert connections.use_connection("recforge_no_such_connection") is None
     storage.put_bytes(f"s3://{bucket}/via-env.txt", b"env")

@@ -8,11 +8,13 @@ import json
 
 def _prune(args: argparse.Namespace) -> int:
     from recforge.incremental import cache
+    from recforge.run import use_spec_storage
     from recforge.spec import load_spec
 
     spec = load_spec(args.spec)
     if args.publish:
         spec = spec.with_overrides({"publish.uri": args.publish})
+    use_spec_storage(spec)  # its deletes and lists carry what the buckets ask for
     result = cache.prune(spec, args.keep_versions, dry_run=args.dry_run,
                          min_age_hours=args.min_age_hours)
     verb = "would delete" if args.dry_run else "deleted"

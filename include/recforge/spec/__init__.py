@@ -2,7 +2,7 @@
 
 Airflow reads these at DAG parse time, so nothing here imports numpy, OpenCV, MXNet, GX or
 boto3. One module per section: ``dataset`` (the spec and its loaders), ``quality``,
-``bench``, ``alerts``.
+``bench``, ``alerts``, ``s3`` (``publish.s3`` and ``staging_s3``).
 """
 
 from recforge.errors import SpecError

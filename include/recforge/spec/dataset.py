@@ -21,14 +21,20 @@ from recforge.spec.alerts import ENV_REF, AlertSpec
 from recforge.spec.base import StrictModel
 from recforge.spec.bench import BenchSpec
 from recforge.spec.quality import QualitySpec
+from recforge.spec.s3 import S3Spec
+from recforge.spec.schedule import (
+    CRON_PRESETS,
+    SCHEDULE_TAGS,
+    EventSchedule,
+    Schedule,
+    check_cron,
+)
 
 # (0 - 0.485) / 0.229 .. (1 - 0.406) / 0.225: ImageNet-normalised values, with a little slack
 NORMALISED_VALUE_RANGE = (-2.2, 2.7)
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
-CRON_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly",
-                "@quarterly", "@yearly", "@annually")
 MAX_PIXELS_CEILING = 4_000_000_000  # ~12 GB of RGB: above it the bomb guard means nothing
 # with splits.from: source, these leakage checks warn by default (DatasetSpec)
 SOURCE_SPLIT_WARNINGS = ("split_content", "near_duplicates")
@@ -57,6 +63,10 @@ def check_uri(v: str, field: str = "uri") -> str:
 
 def is_local(uri: str) -> bool:
     return not uri.startswith("s3://")
+
+
+def _bucket(uri: str) -> str | None:
+    return None if is_local(uri) else uri[5:].partition("/")[0]
 
 
 def within(uri: str, prefixes) -> bool:
@@ -400,6 +410,11 @@ class PublishSpec(StrictModel):
         (), description="prefixes a triggered run may publish to instead of uri (the trigger "
         "form's publish_uri must lie inside one); empty: uri only. A local path is allowed to "
         "a DAG run only when listed here")
+    s3: S3Spec = Field(
+        S3Spec(), description="what every write into the publish target carries (and into "
+        "the staging prefix, unless staging_s3 says otherwise): sse, kms_key_id, "
+        "expected_bucket_owner, storage_class, acl; for a bucket whose policy refuses writes "
+        "without them (docs/spec.md)")
 
     @field_validator("uri")
     @classmethod
@@ -416,7 +431,11 @@ class DatasetSpec(StrictModel):
     name: str
     task: Literal["classification", "segmentation", "detection"] = "classification"
     description: str = ""
-    schedule: str | None = Field("0 2 * * *", description="cron; null for manual runs only")
+    schedule: Schedule | None = Field(
+        "0 2 * * *", description="when it rebuilds: a 5-field cron (UTC) or preset; null for "
+        "manual runs only; or on events, any of which starts a run: {asset: recforge/<name> "
+        "or a list, s3_events: {queue: <SQS queue URL>}, cron: <also on this clock>} "
+        "(docs/spec.md)")
     owner: str = "data-eng"
     source: SourceSpec
     labels: LabelSpec = LabelSpec()
@@ -435,6 +454,10 @@ class DatasetSpec(StrictModel):
     staging_uri: str | None = Field(
         None, description="where intermediate data lives; default <publish.uri>/_staging"
     )
+    staging_s3: S3Spec | None = Field(
+        None, description="what every write into the staging prefix carries (fields as "
+        "publish.s3), for a staging_uri in another bucket with a policy of its own; "
+        "default: publish.s3")
     tags: tuple[str, ...] = ()
     aws_conn_id: str | None = Field(
         None, description="Airflow connection for S3 (credentials; endpoint_url in its extra); "
@@ -443,21 +466,38 @@ class DatasetSpec(StrictModel):
 
     @field_validator("schedule")
     @classmethod
-    def _schedule_ok(cls, v: str | None) -> str | None:
-        if v is None or v in CRON_PRESETS:
-            return v
-        from croniter import croniter
+    def _schedule_ok(cls, v: str | EventSchedule | None) -> str | EventSchedule | None:
+        return check_cron(v, "schedule", CRON_PRESETS) if isinstance(v, str) else v
 
-        if len(v.split()) != 5 or not croniter.is_valid(v):
-            raise ValueError(f"schedule {v!r} is not a 5-field cron expression (e.g. "
-                             f"'0 2 * * *') or one of {', '.join(CRON_PRESETS)}; null = "
-                             "manual runs only")
-        return v
+    @model_validator(mode="after")
+    def _events_ok(self) -> DatasetSpec:
+        """An event schedule on the dataset's own Asset would rebuild it after every publish;
+        S3 event notifications exist for an S3 source only."""
+        if not isinstance(self.schedule, EventSchedule):
+            return self
+        if f"recforge/{self.name}" in (self.schedule.asset or ()):
+            raise ValueError(f"schedule.asset recforge/{self.name} is this dataset's own Asset: "
+                             "each publish would start the next run; name an upstream's")
+        if self.schedule.s3_events and is_local(self.source.uri):
+            raise ValueError(f"schedule.s3_events needs an s3:// source; {self.source.uri} is "
+                             "a local path (schedule it on a cron instead)")
+        return self
 
     @field_validator("staging_uri")
     @classmethod
     def _staging_ok(cls, v: str | None) -> str | None:
         return None if v is None else check_uri(v, "staging_uri")
+
+    @model_validator(mode="after")
+    def _one_owner_per_bucket(self) -> DatasetSpec:
+        publish, staging = self.publish.s3, self.staging_options
+        if (_bucket(self.publish.uri) == _bucket(self.staging)
+                and publish.expected_bucket_owner and staging.expected_bucket_owner
+                and publish.expected_bucket_owner != staging.expected_bucket_owner):
+            raise ValueError("publish.s3 and staging_s3 give the bucket they share two "
+                             f"expected owners ({publish.expected_bucket_owner} and "
+                             f"{staging.expected_bucket_owner}): a bucket has one")
+        return self
 
     @model_validator(mode="after")
     def _no_overlap(self) -> DatasetSpec:
@@ -564,6 +604,11 @@ class DatasetSpec(StrictModel):
     def staging(self) -> str:
         return self.staging_uri or f"{self.publish.uri.rstrip('/')}/_staging"
 
+    @property
+    def staging_options(self) -> S3Spec:
+        """What writes into the staging prefix carry: ``staging_s3``, else ``publish.s3``."""
+        return self.staging_s3 if self.staging_s3 is not None else self.publish.s3
+
     def public_dump(self) -> dict:
         """The spec as JSON data for what recforge writes down (the published manifest, the
         report): a literal ``alerts.webhook_url`` is a secret, so it is replaced by
@@ -591,8 +636,6 @@ class DatasetSpec(StrictModel):
 def known_fields(loc: tuple) -> list[str]:
     """The field names of the spec section at ``loc`` (a validation error's path), as a
     spec writes them (aliases: ``splits.from``); empty where the path names no section."""
-    import typing
-
     from pydantic import BaseModel
 
     model: type[BaseModel] = DatasetSpec
@@ -600,7 +643,7 @@ def known_fields(loc: tuple) -> list[str]:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         if field is None:
             return []
-        kinds = [a for a in (typing.get_args(field.annotation) or (field.annotation,))
+        kinds = [a for a in _flat_args(field.annotation)
                  if isinstance(a, type) and issubclass(a, BaseModel)]
         if not kinds:
             return []
@@ -608,13 +651,23 @@ def known_fields(loc: tuple) -> list[str]:
     return sorted(f.alias or name for name, f in model.model_fields.items())
 
 
+def _flat_args(annotation) -> list:
+    """The types inside an annotation's unions and ``Annotated`` wrappers (``schedule``)."""
+    import typing
+
+    args = typing.get_args(annotation)
+    return [t for a in args for t in _flat_args(a)] if args else [annotation]
+
+
 def _format_errors(exc: ValidationError, origin: str) -> str:
     lines = [f"invalid dataset spec {origin}:"]
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        # the schedule's shape tags are pydantic's bookkeeping, not fields a spec writes
+        path = tuple(p for p in err["loc"] if p not in SCHEDULE_TAGS)
+        loc = ".".join(str(p) for p in path) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            known = known_fields(err["loc"][:-1])
+            known = known_fields(path[:-1])
             msg = "unknown field; check its spelling against docs/spec.md" + (
                 f" (known here: {', '.join(known)})" if known else "")
         elif err["type"] == "missing":

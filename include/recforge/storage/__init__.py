@@ -8,19 +8,21 @@ the connection, ``recforge.orchestration.connections``). Local paths (``/abs/dir
 staging and publishing normally use S3.
 
 This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``uri`` (what
-a URI names), ``client`` (clients and byte accounting), ``errors`` (what an error means),
+a URI names), ``write_options`` (what a locked-down bucket asks of every request), ``client``
+(clients and byte accounting), ``errors`` (what an error means),
 ``checksums`` (S3's SHA-256 per object), ``retry`` (the one retry rule every request goes
 through, so where requests are counted), ``recording`` (what a stage wrote), ``multipart``
 (one multipart upload), ``listing`` (an S3 prefix's pages, its folders side by side),
 ``objects`` (single objects and listings), ``documents`` (JSON,
-JSON lines), ``bulk`` (prefetch and the coalesced ranged read), ``copies`` (server-side
-copies and composition), ``guarantees`` (what a store honours, proved).
+JSON lines), ``bulk`` (prefetch, the coalesced ranged read, the download in parts),
+``copies`` (server-side copies and composition), ``guarantees`` (what a store honours, proved).
 """
 
 from recforge.storage.bulk import (
     COALESCE_GAP,
     COALESCE_MAX,
     coalesce,
+    download,
     iter_range,
     plan_reads,
     prefetch,
@@ -67,6 +69,7 @@ from recforge.storage.documents import (
 from recforge.storage.errors import (
     TRANSIENT_CODES,
     TRANSIENT_TYPES,
+    DeleteRefused,
     PreconditionFailed,
     explain,
     is_transient,
@@ -80,7 +83,6 @@ from recforge.storage.objects import (
     delete,
     delete_many,
     delete_prefix,
-    download,
     ensure_bucket,
     exists,
     get_bytes,
@@ -105,6 +107,7 @@ from recforge.storage.recording import (
 from recforge.storage.retry import READ_ATTEMPTS
 from recforge.storage.retry import counts as request_counts
 from recforge.storage.uri import is_s3, join, local_path, split_s3
+from recforge.storage.write_options import WriteOptions, use_write_options
 
 __all__ = [
     "BACKOFF_S",
@@ -112,6 +115,7 @@ __all__ = [
     "COALESCE_MAX",
     "COMPOSE_THREADS",
     "COPY_PART_THREADS",
+    "DeleteRefused",
     "HashingWriter",
     "LIST_THREADS",
     "MAX_ATTEMPTS",
@@ -127,6 +131,7 @@ __all__ = [
     "TRANSIENT_CODES",
     "TRANSIENT_TYPES",
     "Transfer",
+    "WriteOptions",
     "browser_url",
     "checksum_problem",
     "client_config",
@@ -186,6 +191,7 @@ __all__ = [
     "transferred",
     "unrecorded",
     "upload",
+    "use_write_options",
     "write_json",
     "write_jsonl",
 ]

@@ -1,13 +1,21 @@
-"""Many objects or byte ranges at once: the one prefetch, the one coalesced ranged read, and
-one long range in parts."""
+"""Many objects or byte ranges at once: the one prefetch, the one coalesced ranged read, one
+long range in parts, and the download of one object in parts."""
 
 from __future__ import annotations
 
 import collections
+import functools
+import hashlib
+import os
+import shutil
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from recforge.storage import objects
+from recforge.errors import ChecksumMismatch
+from recforge.storage import checksums, objects
+from recforge.storage.errors import is_precondition
+from recforge.storage.uri import is_s3, local_path
 
 COALESCE_GAP = 1 << 20  # bytes between two wanted ranges worth reading rather than a GET
 
@@ -36,18 +44,21 @@ def coalesce(spans: list[tuple[int, int]], max_gap: int = COALESCE_GAP,
     return [(start, end - start, members) for start, end, members in reads]
 
 
-def plan_reads(spans: list[tuple[str, int, int]]) -> list[tuple[str, int, int, list[int]]]:
+def plan_reads(spans: list[tuple[str, int, int]], max_gap: int = COALESCE_GAP
+               ) -> list[tuple[str, int, int, list[int]]]:
     """``(uri, start, length)`` spans over any objects → coalesced reads ``(uri, start,
-    length, [span indices])``: :func:`coalesce` per object, objects in first-seen order."""
+    length, [span indices])``: :func:`coalesce` per object (``max_gap`` as there), objects
+    in first-seen order."""
     by_uri: dict[str, list[int]] = {}
     for i, (uri, _, _) in enumerate(spans):
         by_uri.setdefault(uri, []).append(i)
     return [(uri, start, length, [mine[m] for m in members])
             for uri, mine in by_uri.items()
-            for start, length, members in coalesce([spans[i][1:] for i in mine])]
+            for start, length, members in coalesce([spans[i][1:] for i in mine], max_gap)]
 
 
-def read_spans(spans: list[tuple[str, int, int]], use, threads: int = 8) -> Iterator:
+def read_spans(spans: list[tuple[str, int, int]], use, threads: int = 8,
+               max_gap: int = COALESCE_GAP) -> Iterator:
     """The one coalesced ranged read: the bytes of ``(uri, start, length)`` spans over any
     objects, in a few ranged GETs (:func:`plan_reads`), ``threads`` at a time.
 
@@ -55,8 +66,10 @@ def read_spans(spans: list[tuple[str, int, int]], use, threads: int = 8) -> Iter
     indices it covers and either their bytes (a list, one per member, as ``get_range``
     would give each) or the exception reading it raised; it decides per read (raise, skip,
     treat as empty) and does the per-span work (decode, hash) in parallel. Yields what
-    ``use`` returns, in read order."""
-    reads = plan_reads(spans)
+    ``use`` returns, in read order. ``max_gap``: the bytes between two spans worth reading
+    rather than a GET of their own (a caller counting bytes, as ``recforge validate``'s
+    header reads do, asks for less than the default)."""
+    reads = plan_reads(spans, max_gap)
 
     def one(read) -> object:
         uri, start, length, members = read
@@ -74,14 +87,73 @@ RANGE_PART = 16 << 20  # bytes per ranged GET of a long range (:func:`iter_range
 
 
 def iter_range(uri: str, start: int, end: int, threads: int = 8,
-               part: int | None = None) -> Iterator[bytes]:
+               part: int | None = None, if_match: str | None = None) -> Iterator[bytes]:
     """Bytes ``[start, end)`` of one object, in order, read as ranged GETs of ``part``
     (default ``RANGE_PART``) bytes ``threads`` at a time: one stream from S3 runs at a
     fraction of what parallel ranges do. At most ``threads`` parts are in memory; a part the
-    object ends inside is short, as ``get_range`` gives it."""
+    object ends inside is short, as ``get_range`` gives it. ``if_match``: every part from
+    the version of that ETag (``get_range``)."""
     part = part or RANGE_PART
-    yield from _in_order(((objects.get_range, uri, at, min(part, end - at))
+    get = functools.partial(objects.get_range, if_match=if_match) if if_match \
+        else objects.get_range
+    yield from _in_order(((get, uri, at, min(part, end - at))
                           for at in range(start, end, part)), threads, threads)
+
+
+DOWNLOAD_PART = 8 << 20  # bytes per ranged GET of a download; an object of one part is one GET
+
+
+DOWNLOAD_THREADS = 8  # ranged GETs of one download at once (at most that many parts in memory)
+
+
+def download(uri: str, dest: str | os.PathLike, threads: int | None = None,
+             part: int | None = None) -> None:
+    """Write an object to a local file. On S3: one HEAD (size, ETag, the store's SHA-256),
+    then the bytes as ranged GETs of ``part`` (default ``DOWNLOAD_PART``) bytes, ``threads``
+    (default ``DOWNLOAD_THREADS``) at a time (one stream runs at a fraction of that; an
+    object of one part is one GET), each GET under the one retry rule (a body broken
+    mid-read is read again, that part only) and ``If-Match`` the ETag the HEAD saw (an
+    object replaced meanwhile is an error, never a file of two versions).
+
+    The bytes go to ``objects.partial_path(dest)`` and take ``dest``'s name only once their
+    size is the object's and, where the store keeps a whole-object SHA-256
+    (``checksums.is_whole``), their SHA-256 is that one (hashed as they are written):
+    :class:`ChecksumMismatch` otherwise. A failed download leaves neither file behind."""
+    dest, part = Path(dest), part or DOWNLOAD_PART
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not is_s3(uri):
+        shutil.copyfile(local_path(uri), dest)
+        return
+    info = objects.head(uri)
+    if info is None:
+        raise FileNotFoundError(f"{uri}: no such object")
+    # a multipart object's SHA-256 is of its parts' (S3 writes "<value>-<n>", moto drops the
+    # "-<n>"): its ETag's "-<n>" tells it, whatever the store's encryption
+    whole = info.checksum if info.checksum and checksums.is_whole(info.checksum) \
+        and "-" not in info.etag else None
+    tmp = objects.partial_path(dest)
+    try:
+        digest, n = hashlib.sha256(), 0
+        with open(tmp, "wb") as out:
+            for data in iter_range(uri, 0, info.size, (threads or DOWNLOAD_THREADS)
+                                   if info.size > part else 1, part, if_match=info.etag):
+                out.write(data)
+                n += len(data)
+                if whole:
+                    digest.update(data)
+        if n != info.size:
+            raise ChecksumMismatch(f"{uri}: {n} bytes downloaded, the object has {info.size}")
+        if whole and checksums.of_hex(digest.hexdigest()) != whole:
+            raise ChecksumMismatch(f"{uri}: the downloaded bytes' SHA-256 is not the store's "
+                                   f"checksum {whole}")
+        tmp.replace(dest)
+    except Exception as exc:
+        if is_precondition(exc):
+            raise OSError(f"{uri} was replaced while it was downloaded (it is no longer ETag "
+                          f"{info.etag}): download it again") from exc
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def slice_read(data: bytes, read_start: int, start: int, length: int) -> bytes:

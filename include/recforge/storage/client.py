@@ -1,6 +1,6 @@
 """The S3 client: one per process, shared by its threads, made by boto3's own chain or by the
-factory the Airflow edge installs (``configure_s3``), with recforge's botocore settings and
-byte accounting."""
+factory the Airflow edge installs (``configure_s3``), with recforge's botocore settings, byte
+accounting and the run's write options (``write_options``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+
+from recforge.storage import write_options
 
 RETRY_MODE = "adaptive"  # botocore's: standard retries plus client-side rate limiting
 
@@ -87,6 +89,7 @@ def s3_client():
         if made is None:
             made = _factory["make"]()
             _count_transfers(made)
+            write_options.register(made)  # boto3's chain's clients and a factory's alike
             if len(_clients) >= 8:  # superseded configurations (tests switch endpoints)
                 _clients.clear()
             _clients[key] = made

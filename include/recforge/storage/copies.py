@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from recforge.storage import checksums, retry
+from recforge.storage.bulk import download
 from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, UPLOAD_PART, Upload
 from recforge.storage.objects import (
     ObjectInfo,
-    download,
     head,
     iter_chunks,
     partial_path,

@@ -40,6 +40,25 @@ class PreconditionFailed(Exception):
     longer the version it was read as (``if_match``)."""
 
 
+class DeleteRefused(OSError):
+    """Objects the store would not delete (``DeleteObjects`` answers 200 and lists them,
+    each with its code: ``AccessDenied`` from a policy, a legal hold); ``errors`` holds
+    those entries (``Key``, ``Code``, ``Message``), the message names the first few."""
+
+    SHOWN = 3
+
+    def __init__(self, errors: list[dict], named: int, where: str):
+        shown = "; ".join(f"{e.get('Key')!r}: {e.get('Code')} {e.get('Message') or ''}".rstrip()
+                          for e in errors[:self.SHOWN])
+        more = f"; and {len(errors) - self.SHOWN} more" if len(errors) > self.SHOWN else ""
+        super().__init__(f"could not delete {len(errors)} of {named} objects in {where}: "
+                         f"{shown}{more}")
+        self.errors, self.named, self.where = errors, named, where
+
+    def __reduce__(self):  # crosses a process pool whole
+        return type(self), (self.errors, self.named, self.where)
+
+
 def is_precondition(exc: BaseException) -> bool:
     response = getattr(exc, "response", None)
     code = str(response.get("Error", {}).get("Code")) if isinstance(response, dict) else ""
@@ -88,5 +107,8 @@ def explain(exc: BaseException) -> str | None:
                     "--publish)")
         if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
             return (f"S3 refused the request ({code}): check the credentials and that they "
-                    "may read the source and write the publish and staging prefixes")
+                    "may read the source and write the publish and staging prefixes; a "
+                    "bucket whose policy requires encryption (SSE-KMS and its key), a "
+                    "storage class or the bucket owner condition needs them in the spec's "
+                    "publish.s3 / staging_s3 (docs/spec.md)")
     return None

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recforge.storage import checksums, client, listing, multipart, recording, retry
-from recforge.storage.errors import PreconditionFailed, is_not_found, is_precondition, is_transient
+from recforge.storage.errors import (
+    TRANSIENT_CODES,
+    DeleteRefused,
+    PreconditionFailed,
+    is_not_found,
+    is_precondition,
+    is_transient,
+)
 from recforge.storage.uri import is_s3, join, local_path, split_s3
 
 # partial_path's names, matched exactly: a file of one's own called ``x.partial`` is listed
@@ -135,22 +142,6 @@ def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stre
     return digest
 
 
-def download(uri: str, dest: str | os.PathLike) -> None:
-    """Write an object to a local file, streamed (``iter_chunks``: a broken body resumes)."""
-    Path(dest).parent.mkdir(parents=True, exist_ok=True)
-    if is_s3(uri):
-        tmp = partial_path(dest)
-        try:
-            with open(tmp, "wb") as out:
-                for chunk in iter_chunks(uri, 8 << 20):
-                    out.write(chunk)
-            tmp.replace(dest)
-        finally:
-            tmp.unlink(missing_ok=True)
-    else:
-        shutil.copyfile(local_path(uri), dest)
-
-
 def upload(src: str | os.PathLike, uri: str,
            reusing: Iterable[multipart.Reusable] = (), sha256: str | None = None) -> str:
     """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent, or
@@ -238,16 +229,19 @@ def size_of(uri: str) -> int:
     return local_path(uri).stat().st_size
 
 
-def get_range(uri: str, start: int, length: int) -> bytes:
+def get_range(uri: str, start: int, length: int, if_match: str | None = None) -> bytes:
     """``length`` bytes from byte ``start`` (fewer at the end of the object): one ranged GET
-    on S3, so checking a sample of records never downloads a whole ``.rec``."""
+    on S3, so checking a sample of records never downloads a whole ``.rec``. ``if_match``
+    (an ETag, S3 only): only from that version of the object, else S3's 412
+    ``PreconditionFailed`` (a read in parts never mixes two versions)."""
     if length <= 0:
         return b""
     if is_s3(uri):
         bucket, key = split_s3(uri)
+        cond = {"IfMatch": if_match} if if_match else {}
         return retry.retrying(lambda: client.s3_client().get_object(
-            Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read(),
-            uri, "get_object")
+            Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}",
+            **cond)["Body"].read(), uri, "get_object")
     with open(local_path(uri), "rb") as f:
         f.seek(start)
         return f.read(length)
@@ -324,7 +318,8 @@ def delete(uri: str) -> None:
 
 def delete_many(uris: Iterable[str]) -> int:
     """Delete objects (absent ones are no error): on S3 one ``DeleteObjects`` request per
-    1,000 keys of a bucket, not one request each; returns how many were named."""
+    1,000 keys of a bucket, not one request each; returns how many were named. Keys the
+    store refused to delete raise :class:`DeleteRefused` once every other key is deleted."""
     by_bucket: dict[str, list[str]] = {}
     n = 0
     for uri in uris:
@@ -334,37 +329,82 @@ def delete_many(uris: Iterable[str]) -> int:
             by_bucket.setdefault(bucket, []).append(key)
         else:
             local_path(uri).unlink(missing_ok=True)
+    refused: list[dict] = []
     for bucket, keys in by_bucket.items():
-        refused = _delete_keys(bucket, keys, f"s3://{bucket}")
-        if refused:  # DeleteObjects answers 200 and lists the keys it could not delete
-            e = refused[0]
-            raise OSError(f"could not delete {len(refused)} of {len(keys)} objects in "
-                          f"s3://{bucket}, first {e.get('Key')!r}: {e.get('Code')} "
-                          f"{e.get('Message')}")
+        refused += _delete_keys(bucket, keys, f"s3://{bucket}")
+    if refused:
+        raise DeleteRefused(refused, n, ", ".join(f"s3://{b}" for b in by_bucket))
     return n
 
 
+class _RefusedForNow(Exception):
+    """Keys of a ``DeleteObjects`` answer refused for a transient reason (``SlowDown``,
+    ``InternalError`` per key): the retry rule sends them again (``is_transient`` reads the
+    code from ``response`` as from any S3 error)."""
+
+    def __init__(self, errors: list[dict]):
+        super().__init__(f"{len(errors)} keys refused for now, first {errors[0].get('Key')!r}: "
+                         f"{errors[0].get('Code')}")
+        self.errors = errors
+        self.response = {"Error": {"Code": str(errors[0].get("Code"))}}
+
+
 def _delete_keys(bucket: str, keys: list[str], uri: str) -> list[dict]:
-    """Batches of 1,000; returns the per-key errors S3 reported."""
+    """Batches of 1,000; returns the per-key errors S3 reported (``DeleteObjects`` answers
+    200 and lists the keys it did not delete) that retrying did not cure."""
     refused: list[dict] = []
     for i in range(0, len(keys), 1000):
-        batch = {"Objects": [{"Key": k} for k in keys[i:i + 1000]]}
-        refused += retry.call("delete_objects", uri, Bucket=bucket,
-                              Delete=batch).get("Errors", [])
+        refused += _delete_batch(bucket, keys[i:i + 1000], uri)
+    return refused
+
+
+def _delete_batch(bucket: str, keys: list[str], uri: str) -> list[dict]:
+    """One ``DeleteObjects`` under the retry rule; a key refused with a transient code is
+    sent again (with the others so refused, not the whole batch) as a failed request
+    would be, and stays refused when the attempts run out. Deleting is idempotent: a key
+    deleted by an attempt whose answer was lost is no error the next time."""
+    pending, refused = list(keys), []
+
+    def send() -> None:
+        nonlocal pending
+        got = client.s3_client().delete_objects(
+            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in pending]})
+        errors = got.get("Errors", [])
+        again = [e for e in errors if str(e.get("Code")) in TRANSIENT_CODES]
+        refused.extend(e for e in errors if str(e.get("Code")) not in TRANSIENT_CODES)
+        pending = [e["Key"] for e in again]
+        if again:
+            raise _RefusedForNow(again)
+
+    try:
+        retry.retrying(send, uri, "delete_objects")
+    except _RefusedForNow as exc:
+        refused += exc.errors
     return refused
 
 
 def delete_prefix(prefix_uri: str) -> int:
-    """Delete every object under a prefix; returns how many were deleted."""
+    """Delete every object under a prefix; returns how many were deleted. Objects the
+    store refused to delete raise :class:`DeleteRefused` once the others are gone: a
+    prefix reported empty is empty."""
     if is_s3(prefix_uri):  # keys as listed, never re-parsed from a URI
         bucket, prefix = split_s3(prefix_uri)
         keys = [join(prefix, o.key) for o in list_objects(prefix_uri)]
-        _delete_keys(bucket, keys, prefix_uri)
+        refused = _delete_keys(bucket, keys, prefix_uri)
+        if refused:
+            raise DeleteRefused(refused, len(keys), prefix_uri)
         return len(keys)
     root = local_path(prefix_uri)
     n = sum(1 for _ in list_objects(prefix_uri))
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root, onerror=_gone_is_fine)
     return n
+
+
+def _gone_is_fine(function, path, exc_info) -> None:
+    """``rmtree``'s error hook: a file or folder already gone (another remover, or no
+    folder at all) is what was wanted; any other error (a permission) is raised."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
 
 
 def ensure_bucket(uri: str) -> None:
