@@ -11,7 +11,9 @@ published before manifests carried SHA-256s reports "no SHA-256 recorded" for it
 
 ``validate`` takes what ``verify`` takes (a dataset prefix means its latest version, found by
 the same :func:`recforge.releases.resolve_version`) and also a run's ``out/`` or any folder
-holding ``<split>.rec``/``.idx``. Exit 0: valid; 1: invalid; 2: nothing there to check.
+holding ``<split>.rec``/``.idx``; on S3 it reads each ``.rec`` by its record headers alone
+(``--full``: every byte, and masks decoded). Exit 0: valid; 1: invalid; 2: nothing there to
+check.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def _validate(args) -> int:
     if version is not None and version.rstrip("/") != prefix.rstrip("/"):
         print(f"{prefix} is a dataset prefix: validating its latest version {version}",
               file=sys.stderr)
-    report = validate.validate_prefix(version or prefix, args.num_classes)
+    report = validate.validate_prefix(version or prefix, args.num_classes, full=args.full)
     print(json.dumps(report, indent=2) if args.json else validate.format_report(report))
     if not report["splits"] and any(f.startswith("no *.rec") for f in report["failures"]):
         print(f"recforge validate: error: {prefix} holds no packed dataset; give {WHAT}",
@@ -95,6 +97,9 @@ def register(sub) -> None:
     p.add_argument("--num-classes", type=int, help="labels must be in [0, N) (default: "
                    "classes.json next to the files)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--full", action="store_true", help="on S3, download every byte and decode "
+                   "the segmentation masks (PNG, size, values); by default each .rec is read "
+                   "by its record headers alone, which is every other check")
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("verify", help="re-check a published version: every file's size and "

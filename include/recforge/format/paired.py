@@ -56,15 +56,16 @@ def _image_size(data: bytes) -> tuple[int, int] | None:
 
 
 def validate_mask_split(root: str | Path, split: str, num_classes: int | None = None,
-                        ignore_index: int = 255, check_pixels: bool = True) -> list[str]:
+                        ignore_index: int = 255, check_pixels: bool = True,
+                        decode: bool = True) -> list[str]:
     """Failures of ``<split>_mask.rec`` against ``<split>.rec`` (empty list: aligned).
 
     Checks: both files and indexes exist; identical keys in identical order; every mask
     record is a single-channel PNG whose header id is its key, whose size equals its image's,
     and (``check_pixels``) whose values are in [0, num_classes) or the ignore index.
+    ``decode=False`` stops at the header ids (the framing and keys): all that a ``.rec`` read
+    by its headers alone (``format.ranged``) can answer.
     """
-    from PIL import Image
-
     root = Path(root)
     fails: list[str] = []
 
@@ -110,27 +111,36 @@ def validate_mask_split(root: str | Path, split: str, num_classes: int | None = 
                 continue
             if mhead.id != key:
                 fail(f"{mask_rec}: key {key}: header id is {mhead.id}")
-            if mdata[:8] != PNG_SIGNATURE:
-                fail(f"{mask_rec}: key {key}: mask is not a PNG (lossy masks "
-                     "corrupt class ids)")
-                continue
-            try:
-                with Image.open(io.BytesIO(mdata)) as im:
-                    mode, msize = im.mode, im.size
-                    arr = np.asarray(im) if check_pixels and allowed is not None else None
-            except Exception as exc:
-                fail(f"{mask_rec}: key {key}: undecodable mask ({exc})")
-                continue
-            if mode != "L":
-                fail(f"{mask_rec}: key {key}: mask mode {mode}, expected "
-                     "single-channel L")
-            isize = _image_size(idata)
-            if isize != msize:
-                fail(f"key {key}: image is {isize} but mask is {msize} (WxH)")
-            if arr is not None and mode == "L":
-                present = np.flatnonzero(np.bincount(arr.reshape(-1), minlength=256))
-                bad = [int(v) for v in present if not allowed[v]]
-                if bad:
-                    fail(f"{mask_rec}: key {key}: mask values {bad[:8]} outside "
-                         f"[0, {num_classes}) and ignore {ignore_index}")
+            values = f"[0, {num_classes}) and ignore {ignore_index}"
+            for msg in _decoded_problems(mask_rec, key, idata, mdata, allowed if check_pixels
+                                         else None, values) if decode else ():
+                fail(msg)
     return fails
+
+
+def _decoded_problems(mask_rec: str, key: int, image: bytes, mask: bytes,
+                      allowed: np.ndarray | None, values: str) -> list[str]:
+    """What decoding one mask finds: not a PNG, undecodable, not single-channel, not its
+    image's size, or (``allowed``: a 256-entry table of the ``values`` allowed) values
+    outside them."""
+    from PIL import Image
+
+    where = f"{mask_rec}: key {key}"
+    if mask[:8] != PNG_SIGNATURE:
+        return [f"{where}: mask is not a PNG (lossy masks corrupt class ids)"]
+    try:
+        with Image.open(io.BytesIO(mask)) as im:
+            mode, msize = im.mode, im.size
+            arr = np.asarray(im) if allowed is not None else None
+    except Exception as exc:
+        return [f"{where}: undecodable mask ({exc})"]
+    out = [f"{where}: mask mode {mode}, expected single-channel L"] if mode != "L" else []
+    isize = _image_size(image)
+    if isize != msize:
+        out.append(f"key {key}: image is {isize} but mask is {msize} (WxH)")
+    if arr is not None and mode == "L":
+        present = np.flatnonzero(np.bincount(arr.reshape(-1), minlength=256))
+        bad = [int(v) for v in present if not allowed[v]]
+        if bad:
+            out.append(f"{where}: mask values {bad[:8]} outside {values}")
+    return out

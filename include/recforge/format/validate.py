@@ -20,6 +20,12 @@ Each split is first tried by the header-only scan (``format.scan``: numpy over t
 ``.idx``/``.lst`` and the ``.rec``'s headers read at the ``.idx`` offsets only), which
 proves a canonical split valid at a million records a second; anything it does not
 recognise goes record by record (``validate_split_records``), which names every failure.
+
+None of that reads an image byte, so a prefix on S3 is checked without downloading its
+``.rec`` files: each is read by its record headers alone (``format.ranged``), and the same
+checks run on what was read. Only the segmentation masks' PNG format, size and values
+need every byte: ``full=True`` (``recforge validate --full``) downloads the files and
+decodes them; without it their keys, framing and header ids are checked.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from recforge import storage
-from recforge.format import detection_label, names, recordio, scan
+from recforge.format import detection_label, names, ranged, recordio, scan
 from recforge.format.paired import validate_mask_split
 
 log = logging.getLogger(__name__)
@@ -297,9 +303,11 @@ def validate_split_records(root: Path, split: str, num_classes: int | None,
     return rep
 
 
-def validate_local(root: Path, num_classes: int | None = None, shown: str | None = None) -> dict:
+def validate_local(root: Path, num_classes: int | None = None, shown: str | None = None,
+                   full: bool = True) -> dict:
     """Validate every split found under a local folder; ``shown`` names it in the failures
-    (the S3 prefix whose files were downloaded there)."""
+    (the S3 prefix whose files were downloaded there). ``full=False``: the ``.rec`` files
+    are ``format.ranged`` stand-ins, whose image bytes are holes: masks are not decoded."""
     root = Path(root)
     if not root.is_dir():
         return {"ok": False, "num_classes": num_classes, "splits": {},
@@ -326,10 +334,12 @@ def validate_local(root: Path, num_classes: int | None = None, shown: str | None
                 "splits": {}, "failures": [f"no *.rec or *.idx files under {shown or root}"]}
     detection = doc.get("task") == "detection"
     reports = {s: validate_split(root, s, num_classes, detection) for s in splits}
-    for s, rep in reports.items():  # segmentation: <split>_mask.rec must match <split>.rec
-        if (root / names.idx(s, mask=True)).exists() or doc.get("ignore_index") is not None:
-            for msg in validate_mask_split(root, s, num_classes, doc.get("ignore_index", 255)):
-                rep.fail(msg)
+    masked = [s for s in splits if (root / names.idx(s, mask=True)).exists()
+              or doc.get("ignore_index") is not None]
+    for s in masked:  # segmentation: <split>_mask.rec must match <split>.rec
+        for msg in validate_mask_split(root, s, num_classes, doc.get("ignore_index", 255),
+                                       decode=full):
+            reports[s].fail(msg)
     return {
         "ok": all(r.ok for r in reports.values()),
         "num_classes": num_classes,
@@ -339,20 +349,38 @@ def validate_local(root: Path, num_classes: int | None = None, shown: str | None
         "failures": [f"{s}: {f}" for s, r in reports.items() for f in r.failures],
         "notes": [f"{s}: {r.quarantined} .lst item(s) quarantined by recforge im2rec, not in "
                   f"{names.rec(s)} as expected; see {names.quarantine_tsv(s)}"
-                  for s, r in reports.items() if r.quarantined],
+                  for s, r in reports.items() if r.quarantined]
+        + [f"{s}: masks checked by key, framing and header id; their PNG format, size and "
+           "values need every byte: --full decodes them" for s in masked if not full],
     }
 
 
-def validate_prefix(prefix_uri: str, num_classes: int | None = None) -> dict:
-    """Validate a local folder or an S3 prefix (downloaded to a temporary folder)."""
+def validate_prefix(prefix_uri: str, num_classes: int | None = None,
+                    full: bool = False) -> dict:
+    """Validate a local folder or an S3 prefix. From S3 the ``.idx``, ``.lst``, quarantine
+    reports and ``classes.json`` are downloaded to a temporary folder and each ``.rec`` is
+    read by its record headers (``format.ranged``), or, with ``full``, downloaded whole
+    and its masks decoded. The report's ``read``: the bytes read from S3 (``bytes``) of the
+    bytes of the files checked (``of``), and whether it was ``full``."""
     if not storage.is_s3(prefix_uri):
         return validate_local(storage.local_path(prefix_uri), num_classes)
     wanted = (".rec", ".idx", ".lst", ".quarantine.tsv")
+    listed = [o for o in storage.list_objects(prefix_uri) if "/" not in o.key
+              and (o.key.endswith(wanted) or o.key == names.CLASSES)]
+    fetched = ranged.Fetched()
     with tempfile.TemporaryDirectory(prefix="recforge-validate-") as tmp:
-        for obj in storage.list_objects(prefix_uri):
-            if "/" not in obj.key and (obj.key.endswith(wanted) or obj.key == names.CLASSES):
-                storage.download(storage.join(prefix_uri, obj.key), Path(tmp) / obj.key)
-        return validate_local(Path(tmp), num_classes, shown=prefix_uri)
+        whole = [o for o in listed if full or not o.key.endswith(".rec")]
+        for obj in whole:
+            storage.download(storage.join(prefix_uri, obj.key), Path(tmp) / obj.key)
+            fetched.bytes += obj.size
+        for obj in (o for o in listed if o not in whole):  # the .idx are here: by headers
+            idx = Path(tmp) / (obj.key[:-len(".rec")] + ".idx")
+            offsets = ranged.idx_offsets(idx.read_bytes()) if idx.is_file() else None
+            ranged.stand_in(storage.join(prefix_uri, obj.key), obj.size, offsets,
+                            Path(tmp) / obj.key, fetched)
+        report = validate_local(Path(tmp), num_classes, shown=prefix_uri, full=full)
+    report["read"] = {"bytes": fetched.bytes, "of": sum(o.size for o in listed), "full": full}
+    return report
 
 
 def format_report(report: dict) -> str:
@@ -364,5 +392,11 @@ def format_report(report: dict) -> str:
         lines.append(f"  - {f}")
     for note in report.get("notes", []):
         lines.append(f"  note: {note}")
+    read = report.get("read")
+    if read:
+        share = f" ({read['bytes'] / read['of']:.2%})" if read["of"] else ""
+        lines.append(f"read {read['bytes']:,} of {read['of']:,} bytes from S3{share}: "
+                     + ("every byte (the full check)" if read["full"]
+                        else "the .rec files by their record headers (--full: every byte)"))
     lines.append("valid" if report["ok"] else "INVALID")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ A merged run (merge's ``checksums.json`` present) is checked by its composition
 this proves the parts were put together right — sizes, offsets, part boundaries read back
 with ranged GETs, ``.idx``/``.lst``/``records.jsonl``/``summary.json`` agreeing — without
 downloading the image bytes. Anything else gets the full structural check
-(``recforge.format.validate``: framing, index, counts, labels, mask alignment). A broken
+(``recforge.format.validate``, ``full``: framing, index, counts, labels, masks decoded). A broken
 dataset fails the run here, before the checklist spends time on it or anything is
 published. In the DAG the loader benchmark runs beside this task (both follow merge): it
 reads a bounded window, this task the whole dataset's bookkeeping."""
@@ -24,7 +24,8 @@ def validate(run: Run) -> dict:
     claims.keep_alive(run)
     record = run.checksums("merge")
     composed = storage.exists(record)
-    report = validate_composition(run.out, record) if composed else validate_prefix(run.out)
+    report = validate_composition(run.out, record) if composed \
+        else validate_prefix(run.out, full=True)
     if not report["ok"]:
         raise ValidationFailed("structural validation failed:\n" + format_report(report))
     return {"ok": True, "checked": "composition" if composed else "every record",
