@@ -96,13 +96,47 @@ def test_the_command_line_reads_airflows_setting_without_importing_airflow(where
     assert done.stdout.strip() == str(python)
 
 
-def test_no_mxnet_anywhere_fails_at_once_naming_the_setting(dataset, monkeypatch):
+def test_no_mxnet_anywhere_fails_at_once_naming_every_place_looked_at(dataset, monkeypatch,
+                                                                     tmp_path):
     monkeypatch.delenv(environment.ENV_VAR)
     monkeypatch.setattr(environment, "_airflow_setting", lambda: None)
+    nowhere = tmp_path / "checkout" / environment.CHECKOUT_VENV
+    monkeypatch.setattr(environment, "checkout_python", lambda: nowhere)
     with pytest.raises(environment.MXNetEnvironmentMissing) as err:
         run_benchmark(str(dataset), BenchOptions(**FAST))
-    assert "RECFORGE_MXNET_PYTHON" in str(err.value) and "make venv" in str(err.value)
+    msg = str(err.value)
+    for place in ("RECFORGE_MXNET_PYTHON", "[recforge] mxnet_python",
+                  "AIRFLOW__RECFORGE__MXNET_PYTHON", f"({sys.executable}) cannot import mxnet",
+                  f"there is no {nowhere}", "make venv"):
+        assert place in msg
     assert isinstance(err.value, LoaderBenchError)  # deterministic: no retries
+
+
+def test_the_environment_make_venv_builds_is_found_beside_the_checkout(monkeypatch):
+    """Nothing set: an editable install finds ``.venv-mxnet`` in its checkout, the folder
+    above ``include/recforge``, so ``airflow standalone`` on a checkout needs no setting."""
+    monkeypatch.delenv(environment.ENV_VAR)
+    monkeypatch.setattr(environment, "_airflow_setting", lambda: None)
+    beside = REPO / ".venv-mxnet" / "bin" / "python"
+    assert environment.checkout_python() == beside
+    if not beside.exists():
+        pytest.skip("no .venv-mxnet in this checkout (make venv builds it)")
+    assert environment.mxnet_python() == str(beside)
+    assert environment.call("tests.bench.test_environment:mxnet_version", {},
+                            pythonpath=[str(REPO)]) == "1.9.1"
+
+
+def test_an_installed_wheel_looks_for_no_checkout(monkeypatch, tmp_path):
+    """In site-packages there is no checkout: nothing beside the package is taken for one."""
+    fake = tmp_path / "lib" / "python3.11" / "site-packages" / "recforge" / "bench"
+    fake.mkdir(parents=True)
+    monkeypatch.setattr(environment, "__file__", str(fake / "environment.py"))
+    assert environment.checkout_python() is None
+    monkeypatch.delenv(environment.ENV_VAR)
+    monkeypatch.setattr(environment, "_airflow_setting", lambda: None)
+    with pytest.raises(environment.MXNetEnvironmentMissing,
+                       match="recforge is not installed from a checkout"):
+        environment.mxnet_python()
 
 
 def test_a_setting_that_is_not_an_interpreter_is_named(dataset, monkeypatch, tmp_path):

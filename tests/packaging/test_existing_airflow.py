@@ -58,7 +58,8 @@ def test_recforge_airflow_joins_an_existing_airflow_without_moving_its_packages(
     version = wheel.name.split("-")[1]
     assert sh(bin_ / "recforge", "--version").stdout.strip() == f"recforge {version}"
 
-    # what Airflow loads of recforge: the cluster policy (entry point) and the DAG file
+    # what Airflow loads of recforge: the cluster policy and the provider (entry points), and
+    # the DAG file
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "pets.yaml").write_text(yaml.safe_dump({
@@ -69,12 +70,16 @@ def test_recforge_airflow_joins_an_existing_airflow_without_moving_its_packages(
         "from importlib.metadata import entry_points\n"
         "(policy,) = [ep for ep in entry_points(group='airflow.policy') if ep.name == 'recforge']\n"
         "policy.load()\n"
+        "from airflow.providers_manager import ProvidersManager\n"
+        "provider = ProvidersManager().providers['recforge']\n"
         "from airflow.models import DagBag\n"
         "bag = DagBag(sys.argv[1])  # examples off: AIRFLOW__CORE__LOAD_EXAMPLES\n"
         "print(json.dumps({'errors': {k: str(v) for k, v in bag.import_errors.items()},\n"
-        "                  'dags': sorted(bag.dags)}))\n")
+        "                  'dags': sorted(bag.dags), 'provider': provider.version,\n"
+        "                  'options': sorted(provider.data['config']['recforge']['options'])}))\n")
     env = clean_env(AIRFLOW_HOME=str(tmp_path / "airflow"), RECFORGE_SPECS_DIR=str(specs),
                     AIRFLOW__CORE__LOAD_EXAMPLES="False")
     out = sh(python, "-c", probe, REPO / "dags", env=env, timeout=180).stdout
     parsed = json.loads(out.strip().splitlines()[-1])
-    assert parsed == {"errors": {}, "dags": ["recforge__pets"]}
+    assert parsed == {"errors": {}, "dags": ["recforge__pets"], "provider": version,
+                      "options": ["aws_conn_id", "mxnet_python", "specs_dir"]}

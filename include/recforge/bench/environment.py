@@ -7,8 +7,11 @@ benchmark runs its MXNet work there as one child process per benchmark (never pe
 1. ``$RECFORGE_MXNET_PYTHON``, else Airflow's ``[recforge] mxnet_python``
    (``AIRFLOW__RECFORGE__MXNET_PYTHON``): the path of that environment's ``python``;
 2. else this interpreter, when it can import MXNet itself (a single-environment install);
-3. else ``MXNetEnvironmentMissing``, naming the setting and how to make the environment — a
-   benchmark never silently skips, so publish never goes through unmeasured.
+3. else ``.venv-mxnet/bin/python`` of the checkout recforge is installed from (an editable
+   install: the folder above ``include/recforge``), the environment ``make venv`` builds, so
+   ``airflow standalone`` on a checkout needs no setting;
+4. else ``MXNetEnvironmentMissing``, naming every place looked at and how to make the
+   environment — a benchmark never silently skips, so publish never goes through unmeasured.
 
 The child runs ``python -m recforge.bench.worker`` (the same recforge version must be
 installed there: it is checked) and exchanges JSON files with this process. A failure the
@@ -31,24 +34,26 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from recforge import settings
 from recforge.bench.records import LoaderBenchError
 from recforge.errors import RecforgeFailure
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "RECFORGE_MXNET_PYTHON"
-AIRFLOW_OPTION = ("recforge", "mxnet_python")
+CHECKOUT_VENV = Path(".venv-mxnet") / "bin" / "python"  # what ``make venv`` builds
 STDERR_TAIL = 4000  # characters of a dead child's stderr kept in the error
 QUIET_POLL_S = 0.02  # how often the caller looks for its ``quiet`` event or a dead child
 QUIET_WAIT_S = 900.0  # the longest a child waits for ``quiet``: a caller that died never
                       # leaves it waiting for good
 
 HOW_TO = (
-    f"set {ENV_VAR} (or Airflow's [recforge] mxnet_python, AIRFLOW__RECFORGE__MXNET_PYTHON) "
+    f"set {ENV_VAR} (or Airflow's [recforge] mxnet_python, {settings.MXNET_PYTHON.env_var}) "
     "to the python of an environment with MXNet and recforge: python3.11 -m venv "
     "/opt/recforge/mxnet-venv && /opt/recforge/mxnet-venv/bin/pip install -r "
-    "requirements-mxnet.txt -c constraints-mxnet.txt 'recforge[mxnet]' (in this repository: "
-    "make venv builds .venv-mxnet); see docs/operations.md, 'The MXNet environment'"
+    "requirements-mxnet.txt -c constraints-mxnet.txt 'recforge[mxnet]' (in a checkout: "
+    f"make venv builds {CHECKOUT_VENV}, found there without a setting); see "
+    "docs/operations.md, 'The MXNet environment'"
 )
 
 
@@ -62,33 +67,24 @@ class MXNetProcessFailed(RuntimeError):
 
 
 def _airflow_setting() -> str | None:
-    """Airflow's ``[recforge] mxnet_python``. In an Airflow process (a task: Airflow already
-    imported) from its config; elsewhere (the command line) without importing Airflow, which
-    costs seconds and reconfigures logging mid-run: ``AIRFLOW__RECFORGE__MXNET_PYTHON``, else
-    the option in ``$AIRFLOW_CONFIG`` (default ``$AIRFLOW_HOME/airflow.cfg``, ``AIRFLOW_HOME``
-    defaulting to ``~/airflow``), the file Airflow itself reads."""
-    if "airflow" in sys.modules:
-        try:
-            from airflow.configuration import conf
+    """Airflow's ``[recforge] mxnet_python``, read without importing Airflow where it is not
+    imported yet (the command line; the MXNet environment has no Airflow at all): see
+    :func:`recforge.settings.get_without_airflow`."""
+    return settings.get_without_airflow(settings.MXNET_PYTHON)
 
-            return conf.get(*AIRFLOW_OPTION, fallback=None) or None
-        except Exception as exc:  # an unconfigured Airflow must not break the benchmark
-            log.debug("[recforge] mxnet_python unreadable: %s", exc)
-            return None
-    import configparser
 
-    section, key = AIRFLOW_OPTION
-    if value := os.environ.get(f"AIRFLOW__{section.upper()}__{key.upper()}"):
-        return value
-    home = os.environ.get("AIRFLOW_HOME") or "~/airflow"
-    path = Path(os.environ.get("AIRFLOW_CONFIG") or Path(home) / "airflow.cfg").expanduser()
-    cfg = configparser.ConfigParser(interpolation=None, strict=False)
-    try:
-        cfg.read(path, encoding="utf-8")
-    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
-        log.debug("[recforge] mxnet_python unreadable from %s: %s", path, exc)
+def checkout_python() -> Path | None:
+    """``.venv-mxnet/bin/python`` of the checkout recforge is installed from, whether it
+    exists or not; ``None`` for an install that is no checkout (a wheel in site-packages),
+    which has no such folder beside it."""
+    package = Path(__file__).resolve().parents[1]  # include/recforge
+    if package.parent.name != "include":
         return None
-    return cfg.get(section, key, fallback=None) or None
+    return package.parents[1] / CHECKOUT_VENV
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
 
 
 def mxnet_python() -> str:
@@ -96,16 +92,23 @@ def mxnet_python() -> str:
     configured = os.environ.get(ENV_VAR) or _airflow_setting()
     if configured:
         path = Path(configured).expanduser()
-        if not (path.is_file() and os.access(path, os.X_OK)):
+        if not _executable(path):
             raise MXNetEnvironmentMissing(
                 f"{ENV_VAR} / [recforge] mxnet_python is {configured!r}, which is not an "
                 f"executable file; {HOW_TO}")
         return str(path)
     if importlib.util.find_spec("mxnet") is not None:
         return sys.executable
+    beside = checkout_python()
+    if beside is not None and _executable(beside):
+        log.info("MXNet environment: %s, beside the checkout (no %s set)", beside, ENV_VAR)
+        return str(beside)
+    looked = (f"there is no {beside}" if beside is not None
+              else f"recforge is not installed from a checkout (no {CHECKOUT_VENV} beside it)")
     raise MXNetEnvironmentMissing(
-        f"the loader benchmark needs MXNet, which this interpreter ({sys.executable}) cannot "
-        f"import and no MXNet environment is configured; {HOW_TO}")
+        f"the loader benchmark needs MXNet, and none was found: {ENV_VAR} and Airflow's "
+        f"[recforge] mxnet_python ({settings.MXNET_PYTHON.env_var}) are unset, this "
+        f"interpreter ({sys.executable}) cannot import mxnet, and {looked}; {HOW_TO}")
 
 
 def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = None,

@@ -62,7 +62,9 @@ def register(sub) -> None:
         "bench", help="benchmark the MXNet (and/or DALI) loader on a packed split",
         description="MXNet's loader runs in the MXNet environment: the interpreter named by "
         "RECFORGE_MXNET_PYTHON (or Airflow's [recforge] mxnet_python), else this one if it "
-        "imports mxnet. DALI's loader (--engine dali|both) runs here (the 'dali' extra).")
+        "imports mxnet, else .venv-mxnet/bin/python in the checkout recforge is installed "
+        "from (make venv builds it). DALI's loader (--engine dali|both) runs here (the 'dali' "
+        "extra).")
     p.add_argument("prefix", help="s3://bucket/prefix or a local folder with <split>.rec/.idx")
     p.add_argument("--split", default="train", help="which <split>.rec/.idx (default train)")
     p.add_argument("--loader", choices=["image_record_iter", "segmentation"],

@@ -40,18 +40,16 @@ import os
 import threading
 import weakref
 
-from recforge import storage
+from recforge import settings, storage
 
 log = logging.getLogger(__name__)
-DEFAULT_CONN_ID = "aws_default"
+DEFAULT_CONN_ID = settings.AWS_CONN_ID.default
 
 
 def conn_id_for(spec_conn_id: str | None) -> str:
     if spec_conn_id:
         return spec_conn_id
-    from airflow.configuration import conf
-
-    return conf.get("recforge", "aws_conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
+    return settings.get(settings.AWS_CONN_ID)
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every factory of this process, for the fork hook

@@ -14,18 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recforge import spec
-
-CONFIG_SECTION, CONFIG_KEY = "recforge", "specs_dir"
+from recforge import settings, spec
 
 
 def specs_dir(directory: str | Path | None = None) -> Path:
     """The specs folder: ``directory`` if given, else the first of the order above."""
     if directory:
         return Path(directory).expanduser()
-    from airflow.configuration import conf
-
-    configured = conf.get(CONFIG_SECTION, CONFIG_KEY, fallback=None)
+    configured = settings.get(settings.SPECS_DIR)
     if configured:
         return Path(configured).expanduser()
     return spec.specs_dir()  # RECFORGE_SPECS_DIR, else include/datasets next to the package

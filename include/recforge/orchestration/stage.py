@@ -16,7 +16,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from recforge import stages, storage
+from recforge import settings, stages, storage
 from recforge.errors import RecforgeFailure, SpecError
 from recforge.orchestration import connections, lineage, pools, specs, xcom
 from recforge.run import Run
@@ -97,18 +97,15 @@ def checked_overrides(spec: DatasetSpec, params: dict | None) -> dict:
 
 def max_map_length() -> int:
     """Airflow's ``[core] max_map_length``: the most tasks one mapped task can expand to."""
-    from airflow.configuration import conf
-
-    return conf.getint("core", "max_map_length", fallback=1024)
+    return settings.airflow_conf().getint("core", "max_map_length", fallback=1024)
 
 
 def pack_slots() -> int:
     """Pack tasks that run at once: the pack pool (as sized by ``RECFORGE_PACK_POOL_SLOTS``),
     the per-run cap and ``[core] parallelism``, whichever is smallest."""
-    from airflow.configuration import conf
-
     pool = int(os.environ.get(pools.PACK.slots_env) or pools.PACK.slots)
-    return max(1, min(pool, pools.PACK.slots, conf.getint("core", "parallelism", fallback=32)))
+    parallelism = settings.airflow_conf().getint("core", "parallelism", fallback=32)
+    return max(1, min(pool, pools.PACK.slots, parallelism))
 
 
 def run_for(name: str, params: dict | None, run_id: str,
