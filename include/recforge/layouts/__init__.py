@@ -17,7 +17,9 @@ meet masks). A layout's
 So the run's counts reconcile: listed = packed + quarantined + not used (``summary.json``
 counts the used files as packed). ``extensions``
 names the non-image files a layout reads or knows (ingest accepts them), ``expected`` the
-paths it looks for, which a source where nothing matches is told.
+paths it looks for, which a source where nothing matches is told, and ``labels`` where the
+classes (and boxes) come from: the DAG doc says both, so it describes each layout's real
+input from the layout itself.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ class Flattened:
 
 @dataclass(frozen=True)
 class Layout:
-    """One source layout: its flatten, the non-image extensions it reads or knows, and a
-    sentence naming the paths it expects (for a source where nothing matches)."""
+    """One source layout: its flatten, the non-image extensions it reads or knows, a
+    sentence naming the paths it expects (for a source where nothing matches, and the DAG
+    doc), and one saying where the labels come from (the DAG doc)."""
 
     name: str
     flatten: Callable[[list[dict], object], Flattened]
     extensions: Callable[[object], tuple[str, ...]]
     expected: Callable[[object], str]
+    labels: Callable[[object], str]
 
 
 def _registry() -> dict[str, Layout]:

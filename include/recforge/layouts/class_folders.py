@@ -102,4 +102,10 @@ def _expected(spec) -> str:
     return "<prefix>/<class>/[any/depth/]<image>"
 
 
-LAYOUT = Layout("class_folders", flatten, lambda spec: (), _expected)
+def _labels(spec) -> str:
+    under = "each split folder" if spec.splits.from_source else "the prefix"
+    return (f"one class per first-level folder under {under}; deeper folders belong to it "
+            "(not im2rec --recursive's folder per class)")
+
+
+LAYOUT = Layout("class_folders", flatten, lambda spec: (), _expected, _labels)

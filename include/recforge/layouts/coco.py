@@ -24,4 +24,13 @@ def _expected(spec) -> str:
             f"{found}")
 
 
-LAYOUT = Layout("coco", flatten, lambda spec: annotation_extensions("coco"), _expected)
+def _labels(spec) -> str:
+    det = spec.detection
+    chosen, crowd = (det.classes, det.crowd) if det is not None else (None, "drop")
+    return ("objects from the instances files: the `categories` are the classes (numbered in "
+            f"category-id order), each annotation's `bbox` a box, crowd regions: {crowd}"
+            + (f"; classes limited to {', '.join(chosen)}" if chosen else ""))
+
+
+LAYOUT = Layout("coco", flatten, lambda spec: annotation_extensions("coco"), _expected,
+                _labels)

@@ -426,4 +426,14 @@ def _expected(spec) -> str:
             + (f", and <prefix>/<split>/<class>/<image> for {folders}" if folders else ""))
 
 
-LAYOUT = Layout("list", flatten, _extensions, _expected)
+def _labels(spec) -> str:
+    cols = spec.source.columns
+    column = ("the label column of the .lst (`index<TAB>label<TAB>path`)" if cols.format == "lst"
+              else f"the `{cols.label}` column of the list(s)"
+              + (" (its first blank-separated token)" if cols.label_token == "first" else ""))
+    folders = [s for s, u in (spec.source.lists or {}).items() if u == FOLDERS]
+    return (f"the class is {column}, an integer label the class of that name"
+            + (f"; for {folders}, the first folder under the split folder" if folders else ""))
+
+
+LAYOUT = Layout("list", flatten, _extensions, _expected, _labels)

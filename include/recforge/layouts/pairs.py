@@ -49,4 +49,12 @@ def _expected(spec) -> str:
     return text
 
 
-LAYOUT = Layout("pairs", flatten, _extensions, _expected)
+def _labels(spec) -> str:
+    seg = spec.segmentation
+    defs = ([f"colour map `{seg.colormap}`"] if seg.colormap else []) + (
+        [f"id map of {len(seg.id_map)} ids"] if seg.id_map else [])
+    return (f"each image's mask, its pixels' classes from the label definition "
+            f"({', '.join(defs)}, target `{seg.target}`, ignore {seg.ignore_index})")
+
+
+LAYOUT = Layout("pairs", flatten, _extensions, _expected, _labels)

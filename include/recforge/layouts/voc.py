@@ -31,4 +31,12 @@ def _expected(spec) -> str:
     return text
 
 
-LAYOUT = Layout("voc", flatten, lambda spec: annotation_extensions("voc"), _expected)
+def _labels(spec) -> str:
+    chosen = (spec.detection.classes if spec.detection is not None else None)
+    return ("objects from each `Annotations/<id>.xml`: the `<name>` of an `<object>` is its "
+            "class, its `<bndbox>` its box (`difficult` kept)"
+            + (f"; classes limited to {', '.join(chosen)}" if chosen else ""))
+
+
+LAYOUT = Layout("voc", flatten, lambda spec: annotation_extensions("voc"), _expected,
+                _labels)

@@ -17,11 +17,23 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param, dag, get_current_context, task
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetAny,
+    AssetOrTimeSchedule,
+    AssetWatcher,
+    CronTriggerTimetable,
+    Param,
+    dag,
+    get_current_context,
+    task,
+)
 
 from recforge.errors import SpecError
 from recforge.orchestration import pools, timeouts
@@ -29,6 +41,7 @@ from recforge.orchestration.docs import dag_doc, pipeline_doc
 from recforge.orchestration.notifier import QualityNotifier
 from recforge.orchestration.specs import specs_dir as resolve_specs_dir
 from recforge.spec import DatasetSpec, load_specs
+from recforge.spec.schedule import EventSchedule
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +106,56 @@ def shards_label(shard_ids: list[str]) -> str:
     return f"{shard_ids[0]} +{len(shard_ids) - 1} shards"
 
 
+def source_events_asset(spec: DatasetSpec) -> Asset:
+    """The Asset an ``s3_events`` schedule watches: named after the dataset, its URI the
+    queue (one queue per dataset), its watcher the triggerer's reader of that queue."""
+    from recforge.orchestration.events import S3EventsTrigger
+
+    events = spec.schedule.s3_events
+    trigger = S3EventsTrigger(events.queue, events.conn_id or spec.aws_conn_id)
+    return Asset(name=f"recforge/{spec.name}/s3_events", uri=events.queue,
+                 watchers=[AssetWatcher(name=f"{spec.dag_id}__s3_events", trigger=trigger)])
+
+
+def dataset_asset(spec: DatasetSpec) -> Asset:
+    """The Asset the dataset's publish task updates: ``recforge/<name>``, its URI the
+    dataset's root (a training DAG scheduled on it reads the release from the event)."""
+    return Asset(name=f"recforge/{spec.name}", uri=f"{spec.publish.uri.rstrip('/')}/{spec.name}")
+
+
+def dag_schedule(spec: DatasetSpec, known: Mapping[str, Asset] | None = None):
+    """What the DAG is scheduled on: a cron string or ``None`` as the spec has it; for events,
+    the Assets (any one's update starts a run: ``AssetAny``), beside a cron clock where the
+    spec sets one (``AssetOrTimeSchedule``).
+
+    An Asset in ``known`` (the other datasets of the folder, by name and by URI) is named in
+    full: Airflow links the events that started a run to it (``triggering_asset_events``,
+    the run's Asset events in the UI) only for Assets the DAG names so. Any other is a
+    reference, by URI where it holds ``://``, else by name: it starts runs all the same."""
+    schedule = spec.schedule
+    if not isinstance(schedule, EventSchedule):
+        return schedule
+    known = known or {}
+    assets = [known.get(a) or (Asset.ref(uri=a) if "://" in a else Asset.ref(name=a))
+              for a in schedule.asset or ()]
+    if schedule.s3_events is not None:
+        assets.append(source_events_asset(spec))
+    condition = assets[0] if len(assets) == 1 else AssetAny(*assets)
+    if schedule.cron is None:
+        return condition
+    return AssetOrTimeSchedule(timetable=CronTriggerTimetable(schedule.cron, timezone="UTC"),
+                               assets=condition)
+
+
 BENCHMARK_PRIORITY = 10  # above validate's and the checklist's downstream weights
 
 
-def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
-    """The DAG of one dataset; its tasks read the spec from ``specs_dir`` where they run."""
+def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None,
+              known: Mapping[str, Asset] | None = None) -> DAG:
+    """The DAG of one dataset; its tasks read the spec from ``specs_dir`` where they run.
+    ``known``: the Assets of the folder's datasets (``dag_schedule``)."""
     folder = str(resolve_specs_dir(specs_dir))
-    # named after the dataset; a training DAG scheduled on it reads the release from the event
-    dataset_asset = Asset(name=f"recforge/{spec.name}",
-                          uri=f"{spec.publish.uri.rstrip('/')}/{spec.name}")
+    outlet = dataset_asset(spec)
     notify = QualityNotifier(spec.alerts, dataset=spec.name)
     s3_retries = {"retries": 3, "retry_delay": timedelta(seconds=20),
                   "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
@@ -109,7 +163,7 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
     @dag(
         dag_id=spec.dag_id,
         description=spec.description or f"Build the {spec.name} RecordIO dataset",
-        schedule=spec.schedule,
+        schedule=dag_schedule(spec, known),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
@@ -195,7 +249,7 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
             return stage(context, "quality_gate", None,
                          sibling.waiting_for(context, spec.dag_id, "benchmark"))
 
-        @task(outlets=[dataset_asset], execution_timeout=timedelta(hours=2))
+        @task(outlets=[outlet], execution_timeout=timedelta(hours=2))
         def publish(_: dict, **context) -> dict:
             """The versioned release; the version is this task's lineage output."""
             if context["params"].get("dry_run"):  # skipped: no Asset event for unpublished data
@@ -205,7 +259,7 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None) -> DAG:
                     "dry run: not published; the dataset stays in the run's staging out/")
             published = stage(context, "publish")
             # the Asset event says what was released (a training DAG reads it from here)
-            context["outlet_events"][dataset_asset].extra = {
+            context["outlet_events"][outlet].extra = {
                 k: published[k] for k in ("version", "uri", "report", "run_id", "records")
                 if k in published}
             return published
@@ -260,7 +314,8 @@ def dataset_dags(specs_dir: str | Path | None = None) -> dict[str, DAG]:
             f"dataset_dags(), or set [recforge] specs_dir (AIRFLOW__RECFORGE__SPECS_DIR) or "
             f"RECFORGE_SPECS_DIR")
     specs, invalid = load_specs(folder)
-    dags = {s.dag_id: build_dag(s, folder) for s in specs}
+    known = {key: asset for asset in map(dataset_asset, specs) for key in (asset.name, asset.uri)}
+    dags = {s.dag_id: build_dag(s, folder, known) for s in specs}
     for file_name, error in invalid.items():
         log.error("dataset spec %s: %s", folder / file_name, error)
         bad = invalid_spec_dag(file_name, error, folder)

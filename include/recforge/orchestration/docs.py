@@ -3,8 +3,27 @@ to where, when, and against which checklist — from the spec alone (parse time:
 
 from __future__ import annotations
 
+from recforge import layouts
 from recforge.spec import DatasetSpec
 from recforge.spec.quality import CHECKS
+
+
+def schedule_doc(spec: DatasetSpec) -> str:
+    """When the DAG runs, in words: the clock, the events, or manual runs only."""
+    schedule = spec.schedule
+    if schedule is None:
+        return "manual runs only (trigger the DAG)"
+    if isinstance(schedule, str):
+        return (f"`{schedule}` (UTC). Unpausing the DAG starts the latest scheduled run at "
+                "once; a run triggered meanwhile waits *queued* until that one ends (one "
+                "active run per DAG)")
+    events = [f"Asset `{a}` is updated" for a in schedule.asset or ()]
+    if schedule.s3_events:
+        events.append(f"objects land under the source (S3 event notifications on "
+                      f"`{schedule.s3_events.queue}`)")
+    clock = f", or on `{schedule.cron}` (UTC)" if schedule.cron else ""
+    return (f"when {' or '.join(events)}{clock}; events that arrive during a run start one "
+            "more run after it, and a run that finds nothing changed publishes nothing")
 
 
 def pipeline_doc(specs_dir: str = "the specs folder") -> str:
@@ -14,7 +33,8 @@ def pipeline_doc(specs_dir: str = "the specs folder") -> str:
 
 One DAG per dataset spec in `{specs_dir}` (dag_id `recforge__<name>`):
 
-ingest → flatten → remap labels → split & plan shards → pack (mapped: a shard a task,
+ingest → flatten (the source layout's objects → the items to pack: the Input row above) →
+remap labels → split & plan shards → pack (mapped: a shard a task,
 balanced groups of shards with `auto`) → merge → validate → quality gate (Great
 Expectations, Data Docs), and beside them the loader benchmark (queue `gpu`), whose
 results the quality gate waits for before its loader items → publish (versioned,
@@ -51,28 +71,30 @@ def _splits(spec: DatasetSpec) -> str:
             "source key)")
 
 
+def _plain(text: str) -> str:
+    """Text shown as written in Markdown: ``<prefix>`` escaped, or the UI drops it as a tag."""
+    return text.replace("<", "\\<")
+
+
 def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
     """Markdown: the dataset's facts, then the pipeline description shared by every DAG."""
     root = f"{spec.publish.uri.rstrip('/')}/{spec.name}"
-    if spec.task == "segmentation":
-        seg = spec.segmentation
-        labels = (f"segmentation; classes from the label definition "
-                  f"(colour map `{seg.colormap}`" + (", id map" if seg.id_map else "")
-                  + f", target `{seg.target}`, ignore {seg.ignore_index})")
-    else:
-        labels = ("classification; one class per first-level folder under the source; "
-                  "published ids never change, new classes are appended")
+    # what the layout itself says it reads, so the doc follows the layouts (no copy to drift)
+    layout = layouts.for_spec(spec)
+    labels = f"{spec.task}; {layout.labels(spec)}" + (
+        "" if spec.task == "segmentation" else
+        "; published ids never change, new classes are appended")
     q = spec.quality
     severities = ", ".join(f"{c.name} {q.severity_of(c.name)}" for c in CHECKS
                            if q.severity_of(c.name) != c.default) or "defaults"
     rows = [
         ("Source", f"`{spec.source.uri}`"),
+        ("Input", f"layout `{layout.name}`"
+                  + (f" (`{spec.source.pairs.layout}`)" if spec.source.pairs else "")
+                  + f": {_plain(layout.expected(spec))}"),
         ("Publishes to", f"`{root}/<version>/`, `latest.json` last; Asset `recforge/{spec.name}`"),
         ("Report", f"`{root}/<version>/report.html` (and in the run's staging `out/`)"),
-        ("Schedule", f"`{spec.schedule}` (UTC). Unpausing the DAG starts the latest scheduled "
-                     "run at once; a run triggered meanwhile waits *queued* until that one "
-                     "ends (one active run per DAG)" if spec.schedule else
-                     "manual runs only (trigger the DAG)"),
+        ("Schedule", schedule_doc(spec)),
         ("Labels", labels),
         ("Splits", _splits(spec)),
         ("Packing", f"short side {spec.pack.resize or 'kept'} px, {spec.pack.encoding} quality "
