@@ -18,6 +18,8 @@ class FakeTI:
     """Answers ``get_task_states`` with the next state of ``states``, as the Task SDK
     shapes it: ``{run_id: {task_id: state}}``."""
 
+    task_id = "quality_gate"  # the waiting task
+
     def __init__(self, *states):
         self.states = list(states)
         self.asked = []
@@ -49,9 +51,13 @@ def test_a_benchmark_that_ended_otherwise_skips_the_checklist(state, caplog):
     assert poll() is False
     with pytest.raises(AirflowSkipException, match=f"benchmark ended {state}"):
         poll()
-    # the task log says why and what to clear (Airflow's own line says "Skipping task.")
+    # the task log says why and what to clear (Airflow's own line says "Skipping task."):
+    # both, since the checklist is not downstream of the benchmark
     assert f"skipped: benchmark ended {state}" in caplog.text
-    assert "clear benchmark and this task" in caplog.text
+    assert "To run both again, clear benchmark and quality_gate together: select both in " \
+        "the run's grid and Clear them with their downstream tasks; quality_gate is not " \
+        "downstream of benchmark, so clearing benchmark alone leaves quality_gate skipped " \
+        "and publish skipped after it" in caplog.text
 
 
 def test_a_benchmark_not_running_past_the_limit_reschedules_the_checklist():
@@ -111,3 +117,21 @@ def test_the_results_are_read_only_once_the_benchmark_finished(monkeypatch):
     got = awaited_results(run, lambda: next(polls), first_poll=0.001)
     assert got == {"summary": "ok"} and reads == [run]
     assert next(polls, "drained") == "drained"
+
+
+@pytest.mark.parametrize("kind", ["classification", "segmentation", "detection"])
+def test_the_checklist_is_not_downstream_of_the_benchmark(kind):
+    """Why the skipped checklist's log asks to clear both: clearing the benchmark with its
+    downstream tasks does not reach the checklist, which would stay skipped."""
+    from recforge.stages import upstream
+
+    waits = upstream(kind)
+
+    def ancestors(task: str) -> set[str]:
+        found = set(waits[task])
+        for t in waits[task]:
+            found |= ancestors(t)
+        return found
+
+    assert "benchmark" not in ancestors("quality_gate")
+    assert {"benchmark", "quality_gate"} <= waits["publish"]

@@ -134,14 +134,17 @@ def run(inputs, docs, quality=None, **kw):
 
 @pytest.fixture(scope="module")
 def uploaded(tmp_path_factory) -> tuple[Path, dict]:
-    """A packed folder gated by ``run_and_upload``: the site as it lands next to a version."""
+    """A packed folder gated by ``run_and_upload``: the site as it lands next to a version,
+    linking to the version's report as the pipeline's site does (written after the site)."""
     data = tmp_path_factory.mktemp("packed")
     write_packed(data)
     dest = tmp_path_factory.mktemp("version") / "quality"
     result = q.run_and_upload(str(data), QualitySpec(class_balance_min_ratio=0.0),
                               docs_uri=str(dest), pack={"resize": 0, "color": 1},
-                              loader_results=LOADER, dataset="demo", run_name="r1")
+                              loader_results=LOADER, dataset="demo", run_name="r1",
+                              report_href="../report.html")
     assert result["ok"], q.format_table(result)
+    (dest.parent / "report.html").write_text("<!DOCTYPE html><title>report</title>")
     return dest, result
 
 
@@ -178,10 +181,36 @@ def test_every_relative_link_resolves_inside_the_site(uploaded):
                 continue
             target = (page.path.parent / path).resolve()
             where = f"{page.path.relative_to(site)} <{tag} {attr}={url!r}>"
+            if target == (site.parent / "report.html").resolve():
+                continue  # the version's report, beside the site (see the test below)
             assert target.is_relative_to(site.resolve()), f"{where} leaves the site"
             assert target.is_file(), f"{where} points at no file"
             checked += 1
     assert checked > 20  # the index and the pages link to each other
+
+
+def test_every_page_links_back_to_the_version_report(uploaded):
+    """A relative link that stays inside the version folder (where the report sits beside
+    ``quality/``): it opens on S3, from a local copy, and through the Airflow UI's plugin
+    that serves the version folder."""
+    site, _ = uploaded
+    report = (site.parent / "report.html").resolve()
+    found = pages(site)
+    for page in found:
+        links = [u for t, a, u in page.urls if t == "a" and a == "href"
+                 and (page.path.parent / u).resolve() == report]
+        assert links, f"{page.path.relative_to(site)} has no link to the report"
+        assert all(not _EXTERNAL.match(u) and not u.startswith("/") for u in links), links
+    index = Page(site / "index.html")
+    assert [u for _, a, u in index.urls if a == "href" and u.endswith("report.html")] == \
+        ["../report.html", "../report.html"]  # the bar and the sentence that says what it is
+    assert "dataset report" in index.visible
+
+
+def test_a_site_outside_a_version_names_no_report(tmp_path):
+    """``recforge check --docs DIR`` builds a site with no report beside it: no link."""
+    run(clean_inputs(), tmp_path)
+    assert all(not u.endswith("report.html") for p in pages(tmp_path) for _, _, u in p.urls)
 
 
 def test_index_is_static_html_listing_every_validation_page(uploaded):
@@ -236,6 +265,27 @@ def test_demo_sized_site_stays_small(tmp_path):
     assert result["failed"] == ["labels"] and result["warned"] == ["near_duplicates"]
     assert len(list((tmp_path / "validations").rglob("*.html"))) == 7
     assert site_size(tmp_path) <= SITE_LIMIT, f"{site_size(tmp_path)} bytes"
+
+
+def test_loader_floor_shown_is_the_one_the_benchmark_was_gated_by(tmp_path):
+    """bench.json's floors (``bench.floors``, what the report draws) are the floor the Data
+    Docs show and the checklist holds the loader to, not the spec's unset 0.0."""
+    bench = {"schema": 1, "value_check": {"per_batch": [
+        {"dtype": "float32", "shape": [8, 3, 24, 32], "min": 0.0, "max": 1.0}] * 2},
+        "summary": {"images_per_sec": 42.0, "read_mb_per_sec": 80.0, "device": "cpu"},
+        "floors": {"environment": "cpu", "values": {"min_images_per_sec": 50.0}}}
+    result = q.run_loader_checks(bench, QualitySpec(), docs_dir=tmp_path, run_name="t")
+    check = result["checks"]["loader_throughput"]
+    assert check["status"] == "failed" and check["observed"].startswith("42.0 images/s "
+                                                                        "(floor 50)")
+    text = validation_page(tmp_path, "checklist-loader").visible
+    ips = text[text.rindex("images_per_sec Status"):text.index("read_mb_per_sec Status")]
+    assert "greater than or equal to 50.0" in ips and "equal to 0.0" not in ips
+    # a spec floor above the benchmark's wins, as in the report
+    result = q.run_loader_checks(bench, QualitySpec(loader={"min_images_per_sec": 60}),
+                                 docs_dir=tmp_path / "spec", run_name="t")
+    assert result["checks"]["loader_throughput"]["observed"].startswith("42.0 images/s "
+                                                                        "(floor 60)")
 
 
 # ----------------------------------------------------------------- warn shown as warn

@@ -215,6 +215,33 @@ def test_cli_report_and_show(two_versions, tmp_path, capsys):
         render_record(version, 99999, tmp_path / "x.png")
 
 
+def test_cli_report_of_a_dataset_prefix_reports_its_latest_version(two_versions, tmp_path,
+                                                                   capsys):
+    """What validate, verify and show take, report takes: the dataset prefix means the
+    version latest.json names."""
+    _, first, second = two_versions
+    dataset = first["publish"]["uri"].rsplit("/", 1)[0]
+    latest = second["publish"]["uri"]
+    assert main(["report", dataset + "/", "-o", str(tmp_path)]) == 0
+    assert f"is a dataset prefix: reporting on its latest version {latest}" in \
+        capsys.readouterr().err
+    page = Page((tmp_path / "report.html").read_text())
+    assert page.summary["version"] == second["publish"]["version"]
+    assert page.summary["report"] == f"{latest}/report.html"
+    assert main(["report", str(tmp_path / "nope"), "-o", str(tmp_path)]) == 2
+    assert "the local folder" in capsys.readouterr().err
+
+
+def test_published_data_docs_link_back_to_the_versions_report(two_versions):
+    """The pipeline's site sits in the version's quality/, its report beside it: the link is
+    relative, so it resolves wherever the version folder is served."""
+    _, first, _ = two_versions
+    version = first["publish"]["uri"]
+    index = Page(storage.get_bytes(f"{version}/quality/index.html").decode("utf-8"))
+    assert "../report.html" in index.links
+    assert storage.exists(f"{version}/report.html")
+
+
 def test_segmentation_report_overlays_masks_with_a_legend(tmp_path):
     from tests.common.segdata import block_ids, cityscapes_color, png
     from tests.common.sources import SMALL_BENCH

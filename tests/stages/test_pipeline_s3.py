@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -87,12 +88,39 @@ def test_publish_is_idempotent_per_run_and_refuses_overwrite(bucket):
         publish.publish(Run(spec, "other"), version=out["version"])
 
 
+class _Said(logging.Handler):
+    """The records of one logger, whatever an earlier test did to propagation or the root's
+    handlers (caplog sees only what reaches the root)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_dry_run_publishes_nothing(bucket):
     make_source(bucket, classes=("dog",), per_class=10)
-    result = pipeline.build(make_spec(bucket), run_id="dry", workers=1, dry_run=True)
+    logger, said_by = logging.getLogger("recforge.stages.quality_gate"), _Said()
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(said_by)
+    try:
+        result = pipeline.build(make_spec(bucket), run_id="dry", workers=1, dry_run=True)
+    finally:
+        logger.removeHandler(said_by)
+        logger.setLevel(level)
     assert result["publish"] is None
     assert not list(storage.list_objects(f"s3://{bucket}/datasets/pets"))
-    assert storage.exists(f"{result['staging']}/out/train.rec")
+    out = f"{result['staging']}/out"
+    assert storage.exists(f"{out}/train.rec")
+    # the log and the report point at the staged report, never at a version that won't exist
+    said = [r.getMessage() for r in said_by.records if r.getMessage().startswith("report: ")]
+    assert said == [f"report: {out}/report.html (dry run: nothing is published, the report "
+                    f"stays staged; open it with `recforge report {out} --open`)"]
+    page = storage.get_bytes(f"{out}/report.html").decode()
+    assert "datasets/pets/v" not in page and f"{out} (not a published version)" in page
 
 
 def test_listing_is_paginated(bucket):

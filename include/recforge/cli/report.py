@@ -7,15 +7,27 @@ from pathlib import Path
 
 
 def _report(args) -> int:
+    import sys
     import webbrowser
 
-    from recforge import storage
+    from recforge import releases, storage
     from recforge.format import names
     from recforge.report import build_report
 
+    prefix = args.prefix
+    if not storage.is_s3(prefix) and not storage.local_path(prefix).is_dir():
+        print(f"recforge report: error: the local folder {prefix} does not exist",
+              file=sys.stderr)
+        return 2
+    # a dataset prefix means its latest version (latest.json), as for validate/verify/show
+    version = releases.resolve_version(prefix)
+    if version is not None and version.rstrip("/") != prefix.rstrip("/"):
+        print(f"{prefix} is a dataset prefix: reporting on its latest version {version}",
+              file=sys.stderr)
+        prefix = version
     out = Path(args.output or ".") / names.REPORT
-    docs = storage.join(args.prefix, names.QUALITY_DIR, "index.html")
-    if not storage.is_s3(args.prefix):
+    docs = storage.join(prefix, names.QUALITY_DIR, "index.html")
+    if not storage.is_s3(prefix):
         docs_href = storage.browser_url(docs)  # a file:// link to the version's Data Docs
     elif args.open:
         # opened here, by its owner: the one place a presigned link is written (into the
@@ -23,7 +35,7 @@ def _report(args) -> int:
         docs_href = storage.browser_url(docs)
     else:
         docs_href = docs
-    path = build_report(args.prefix, out, previous=args.previous, docs_href=docs_href)
+    path = build_report(prefix, out, previous=args.previous, docs_href=docs_href)
     print(f"report: {path} ({path.stat().st_size / 1024:.0f} KB)")
     print(f"  open: {path.resolve().as_uri()}")
     if args.open:
@@ -59,7 +71,8 @@ def _show(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="build the self-contained report.html of a dataset")
-    p.add_argument("prefix", help="a published version or a run's out/ (s3://... or a folder)")
+    p.add_argument("prefix", help="a published version, a dataset prefix (its latest "
+                   "version) or a run's out/ (s3://... or a folder)")
     p.add_argument("-o", "--output", help="folder for report.html (default: here)")
     p.add_argument("--previous", help="the version to diff against (default: the one the "
                    "version's manifest names)")

@@ -8,7 +8,9 @@ sibling's state (the Task SDK's ``get_task_states``, no database access from the
 * ``success``: True, the results are in staging;
 * failed, upstream_failed, skipped, removed: the waiting task is skipped
   (``AirflowSkipException``): the sibling's own failure is the run's failure and its alert,
-  and a checklist without the loader's results would check nothing about the loader;
+  and a checklist without the loader's results would check nothing about the loader. The
+  waiting task is not downstream of the sibling, so clearing the sibling (with its
+  downstream tasks) leaves it skipped: its log says to clear both together (:func:`rerun`);
 * running: False, keep waiting (the sibling's own timeout bounds it);
 * anything else (none, scheduled, queued, up_for_retry, …) for longer than
   ``not_running_limit``: the waiting task is rescheduled (``AirflowRescheduleException``),
@@ -50,8 +52,7 @@ def finished(ti, dag_id: str, run_id: str, task_id: str,
             from airflow.sdk.exceptions import AirflowSkipException
 
             why = (f"{task_id} ended {state}: nothing to check its results against; its "
-                   f"own failure is the run's (clear {task_id} and this task to run both "
-                   "again)")
+                   f"own failure is the run's. {rerun(task_id, getattr(ti, 'task_id', None))}")
             log.warning("skipped: %s", why)  # Airflow's own line says only "Skipping task."
             raise AirflowSkipException(why)
         if state == "running":
@@ -69,6 +70,17 @@ def finished(ti, dag_id: str, run_id: str, task_id: str,
         return False
 
     return poll
+
+
+def rerun(sibling: str, waiting: str | None) -> str:
+    """What to clear to run the sibling and the waiting task again: both, since the waiting
+    one is not downstream of the sibling (clearing the sibling with its downstream tasks
+    leaves it skipped, and what waits for it, e.g. publish, is skipped again)."""
+    waiting = waiting or "this task"
+    return (f"To run both again, clear {sibling} and {waiting} together: select both in the "
+            f"run's grid and Clear them with their downstream tasks; {waiting} is not "
+            f"downstream of {sibling}, so clearing {sibling} alone leaves {waiting} skipped "
+            "and publish skipped after it")
 
 
 def waiting_for(context, dag_id: str, task_id: str) -> Callable[[], bool]:

@@ -16,9 +16,12 @@ GX has built the site, :func:`finish_site` rewrites it:
   recforge's verdict for the checks it holds;
 * ``static/`` (fonts, GIFs, logos: ~4 MB that no page needs any more) is removed.
 
-Relative links that point at no file in the site are unwrapped. The inputs are the
-checklist's ``checks`` (see :mod:`recforge.quality.gx`) and one :class:`SuitePage` per
-validation page. Standard library only: this module imports nothing from the package.
+Relative links that point at no file in the site are unwrapped, but for the link to the
+dataset report (``report_href``) that recforge adds to every page's bar and to the index:
+the site is the dataset's ``quality/`` folder, the report sits beside it and is written
+after the site. The inputs are the checklist's ``checks`` (see :mod:`recforge.quality.gx`)
+and one :class:`SuitePage` per validation page. Standard library only: this module imports
+nothing from the package.
 """
 
 from __future__ import annotations
@@ -134,11 +137,14 @@ class SuitePage:
 
 def finish_site(docs_dir: str | Path, checks: dict[str, dict], suites: list[SuitePage], *,
                 dataset: str | None = None, run_name: str | None = None,
-                result: dict | None = None) -> dict[str, str]:
+                result: dict | None = None, report_href: str | None = None) -> dict[str, str]:
     """Make the GX site at ``docs_dir`` offline and self-contained (see the module doc).
 
     ``checks`` is the checklist's per-check dict; ``result`` (optional) the gate's result
-    (for its verdict; else computed from ``checks``). Returns suite name → status
+    (for its verdict; else computed from ``checks``). ``report_href``: the dataset report,
+    relative to the site's root (``../report.html`` for a dataset's ``quality/``), linked
+    from every page; relative, so it opens wherever the dataset folder is served (S3, a
+    local copy, the Airflow UI's plugin). Returns suite name → status
     (``passed``/``warning``/``failed``) of the validation pages found.
     """
     root = Path(docs_dir)
@@ -152,13 +158,16 @@ def finish_site(docs_dir: str | Path, checks: dict[str, dict], suites: list[Suit
         status = suite.status(checks) if info["suite"] in by_suite else "failed"
         statuses[info["suite"]] = status
         pages.append({**info, "path": rel, "status": status, "suite_page": suite})
-        _rewrite_page(page, root, checks, info=info, suite=suite, status=status)
+        _rewrite_page(page, root, checks, info=info, suite=suite, status=status,
+                      report_href=report_href)
     for page in sorted((root / "expectations").rglob("*.html")):
         rel = page.relative_to(root).as_posix()
         _rewrite_page(page, root, checks, info={"title": "Expectation suite " + posixpath
-                      .splitext(rel[len("expectations/"):])[0].replace("/", ".")})
+                      .splitext(rel[len("expectations/"):])[0].replace("/", ".")},
+                      report_href=report_href)
     (root / "index.html").write_text(
-        _index_html(root, checks, pages, dataset, run_name, result), encoding="utf-8")
+        _index_html(root, checks, pages, dataset, run_name, result, report_href),
+        encoding="utf-8")
     shutil.rmtree(root / "static", ignore_errors=True)
     return statuses
 
@@ -185,7 +194,8 @@ def _pretty_time(stamp: str) -> str:
 
 
 def _rewrite_page(page: Path, root: Path, checks: dict, *, info: dict,
-                  suite: SuitePage | None = None, status: str | None = None) -> None:
+                  suite: SuitePage | None = None, status: str | None = None,
+                  report_href: str | None = None) -> None:
     text = page.read_text(encoding="utf-8")
     if status == "warning":
         text, n = _STATUS_FAILED.subn(
@@ -194,7 +204,8 @@ def _rewrite_page(page: Path, root: Path, checks: dict, *, info: dict,
         if not n:
             log.warning("quality: no GX status line in %s to mark as a warning", page)
     home = posixpath.relpath("index.html", page.parent.relative_to(root).as_posix())
-    header = _bar(home, info["title"])
+    # the header goes in as it is, past the unwrapping of links to files not in the site
+    header = _bar(home, info["title"], _from_page(home, report_href))
     if suite is not None and status is not None:
         header += _summary(checks, suite, status)
     rewriter = _Rewriter(page, root, header, info["title"],
@@ -411,9 +422,19 @@ def _head(title: str) -> str:
             f"<style>{CSS}</style>\n")
 
 
-def _bar(home: str, title: str) -> str:
+def _from_page(home: str, href: str | None) -> str | None:
+    """``href`` (relative to the site's root) as seen from the page whose link to the
+    site's index is ``home``."""
+    if href is None:
+        return None
+    return posixpath.normpath(posixpath.join(posixpath.dirname(home), href))
+
+
+def _bar(home: str, title: str, report: str | None = None) -> str:
+    back = (f'<a class="rf-report" href="{html.escape(report)}">dataset report</a>'
+            if report else "")
     return (f'<header class="rf-bar"><a class="rf-brand" href="{html.escape(home)}">recforge '
-            f"Data Docs</a><span>{html.escape(title)}</span></header>\n")
+            f"Data Docs</a><span>{html.escape(title)}</span>{back}</header>\n")
 
 
 def _status_span(status: str) -> str:
@@ -452,7 +473,7 @@ def _summary(checks: dict, suite: SuitePage, status: str) -> str:
 
 
 def _index_html(root: Path, checks: dict, pages: list[dict], dataset: str | None,
-                run_name: str | None, result: dict | None) -> str:
+                run_name: str | None, result: dict | None, report_href: str | None) -> str:
     failed = (result or {}).get("failed", [n for n, e in checks.items()
                                            if e.get("status") == "failed"])
     warned = (result or {}).get("warned", [n for n, e in checks.items()
@@ -494,8 +515,11 @@ def _index_html(root: Path, checks: dict, pages: list[dict], dataset: str | None
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"UTF-8\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
-        f"{_head(title)}</head>\n<body>\n{_bar('index.html', title)}<main class=\"rf-main\">\n"
-        f"<h1>{html.escape(title)}</h1>\n"
+        f"{_head(title)}</head>\n<body>\n{_bar('index.html', title, report_href)}"
+        f"<main class=\"rf-main\">\n<h1>{html.escape(title)}</h1>\n"
+        + (f'<p class="rf-note">The <a href="{html.escape(report_href)}">dataset report</a> '
+           "shows this checklist beside the dataset's summary, samples, charts and its "
+           "diff against the previous version.</p>\n" if report_href else "") +
         f'<p class="rf-summary status-{verdict[0]}" data-status="{verdict[0]}">'
         f"{_status_span(verdict[0])} {html.escape(verdict[1])}</p>\n"
         "<h2>Validation results</h2>\n<table class=\"table\" id=\"validations\"><thead><tr>"

@@ -56,13 +56,14 @@ LoaderResults = dict | Callable[[], dict | None] | None
 def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
                docs_dir: str | Path, pack=None, task: str = "classification",
                loader_results: LoaderResults = None, dataset: str | None = None,
-               run_name: str = "adhoc") -> dict:
+               run_name: str = "adhoc", report_href: str | None = None) -> dict:
     """Run every applicable suite on in-memory inputs; build Data Docs into ``docs_dir``.
 
     ``loader_results``: the loader benchmark's results, or a callable that returns them,
     called once the dataset's own suites have run and before the loader's — so a
     benchmark running beside the checklist overlaps all of the dataset's checks, and gets
-    the machine to itself while it is timed."""
+    the machine to itself while it is timed. ``report_href``: the dataset report, relative to
+    the site's root, which every page links to (the pipeline's: ``../report.html``)."""
     quality = as_quality(quality)
     frames = build_frames(inputs, quality, task)
     num_classes = (inputs.classes or {}).get("num_classes")
@@ -83,7 +84,7 @@ def run_checks(inputs: GateInputs, quality: QualitySpec | dict | None = None, *,
             not_run[name] = "no loader benchmark results (bench.json) given"
     session.build_docs()
     checks = summarise_checks(frames, plans, results, not_run, quality, num_classes)
-    out = finish_result(checks, docs_dir, dataset, run_name, results)
+    out = finish_result(checks, docs_dir, dataset, run_name, results, report_href)
     log.info("quality gate %s: %s; failed %s, warned %s", run_name,
              "passed" if out["ok"] else "FAILED", out["failed"], out["warned"])
     return out
@@ -118,7 +119,7 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
                      docs_dir: str | Path, source_manifest: str | list[dict] | None = None,
                      pack=None, task: str = "classification",
                      loader_results: LoaderResults = None, dataset: str | None = None,
-                     run_name: str = "adhoc") -> dict:
+                     run_name: str = "adhoc", report_href: str | None = None) -> dict:
     """The gate on a dataset prefix (a run's ``out/`` or a published version, local or S3).
 
     Reads the manifest, quarantine, summary, classes and ``.idx`` files, re-reads a sample of
@@ -151,7 +152,7 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
                 warming.join()
         result = run_checks(inputs, quality, docs_dir=docs_dir, pack=pack, task=task,
                             loader_results=handover, dataset=dataset,
-                            run_name=run_name)
+                            run_name=run_name, report_href=report_href)
     except Exception as exc:
         if isinstance(exc, RecforgeFailure) or storage.is_transient(exc) \
                 or isinstance(exc, MemoryError) or exc in handed:

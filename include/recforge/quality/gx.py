@@ -301,10 +301,18 @@ def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
     if name == "gpu_memory":
         return f"peak {lsum['gpu_mem_peak_mb'].iloc[0]:g} MB"
     if name == "loader_throughput":
-        ips, mbs = lsum["images_per_sec"].iloc[0], lsum["read_mb_per_sec"].iloc[0]
-        return (f"{ips:.1f} images/s, " + ("read bandwidth not measured" if math.isnan(mbs)
-                                           else f"{mbs:.1f} MB/s read"))
+        return _observed_throughput(lsum, quality)
     return ""
+
+
+def _observed_throughput(lsum: pd.DataFrame, quality: QualitySpec) -> str:
+    """Item 10's line: the rate against the floor the expectation holds it to."""
+    from recforge.quality.suites import loader_floor
+
+    ips, mbs = lsum["images_per_sec"].iloc[0], lsum["read_mb_per_sec"].iloc[0]
+    floor = loader_floor(quality.loader.min_images_per_sec, lsum["floor_images_per_sec"].iloc[0])
+    return (f"{ips:.1f} images/s" + (f" (floor {floor:g})" if floor else "") + ", "
+            + ("read bandwidth not measured" if math.isnan(mbs) else f"{mbs:.1f} MB/s read"))
 
 
 def _observed_case(class_names: pd.DataFrame) -> str:
@@ -450,9 +458,11 @@ def _suite_pages(results: dict[str, Any]) -> list[SuitePage]:
 
 
 def finish_result(checks: dict, docs_dir: Path, dataset: str | None, run_name: str,
-                  results: dict[str, Any] | None = None) -> dict:
+                  results: dict[str, Any] | None = None, report_href: str | None = None
+                  ) -> dict:
     """The result dict; with ``results`` (frame → GX validation result) also finish the Data
-    Docs site: offline, a static index, warn-only suites shown as warnings
+    Docs site: offline, a static index, warn-only suites shown as warnings, and every page
+    linking to the dataset report at ``report_href`` (relative to the site's root), if given
     (:func:`recforge.quality.docs_site.finish_site`)."""
     # point each check at its validation page (relative to the site root)
     for entry in checks.values():
@@ -469,7 +479,7 @@ def finish_result(checks: dict, docs_dir: Path, dataset: str | None, run_name: s
     if results is not None:
         try:
             finish_site(docs_dir, checks, _suite_pages(results), dataset=dataset,
-                        run_name=run_name, result=out)
+                        run_name=run_name, result=out, report_href=report_href)
         except Exception:  # the verdict stands; the site stays as GX built it
             log.exception("quality: could not finish the Data Docs site in %s", docs_dir)
     return out

@@ -73,7 +73,10 @@ def _quality_gate(run: Run, bench: Callable[[], dict | None]) -> dict:
     result = run_and_upload(
         run.out, spec.quality, docs_uri=run.quality_docs, source_manifest=run.source_manifest,
         pack=spec.pack, task=spec.task, loader_results=bench, dataset=spec.name,
-        run_name=run.run_id)
+        run_name=run.run_id,
+        # the site is out/quality/, the report out/report.html: relative, so the link holds
+        # in staging, in the published version and wherever that folder is served
+        report_href=f"../{names.REPORT}")
     log.info("quality gate: %s; Data Docs: %s", "passed" if result["ok"] else "FAILED",
              result["data_docs"])
     log.info("checklist:\n%s", format_table(result))
@@ -89,10 +92,12 @@ def write_report(run: Run, blocked: list[str] | None = None) -> dict:
 
     The report describes the version the run publishes to (``releases.version_uri`` of
     ``Run.version``), where publish leaves it unchanged. A failed gate's report says it was
-    not published."""
+    not published; a dry run's names its staging prefix and no version, since none will
+    exist (pointing at one would send the reader to a version nobody can open)."""
     latest = releases.read_latest(run.spec)
-    target = releases.version_uri(run.spec, run.version())
-    about = {"dataset": run.spec.name, "version": run.version(), "run_id": run.run_id,
+    version = None if run.dry_run else run.version()
+    target = releases.version_uri(run.spec, version) if version else None
+    about = {"dataset": run.spec.name, "version": version, "run_id": run.run_id,
              "task": run.spec.task, "spec": run.spec.public_dump(), **content_fields(run),
              "previous_uri": latest["uri"] if latest and latest.get("run_id") != run.run_id
              else None, "uri": target, "blocked": list(blocked or [])}
@@ -106,6 +111,10 @@ def write_report(run: Run, blocked: list[str] | None = None) -> dict:
     if blocked:
         log.info("report: %s (NOT published: the quality gate failed; open it with "
                  "`recforge report %s --open`)", uri, run.out)
+        return {"report": uri}
+    if target is None:
+        log.info("report: %s (dry run: nothing is published, the report stays staged; open "
+                 "it with `recforge report %s --open`)", uri, run.out)
         return {"report": uri}
     published = storage.join(target, names.REPORT)
     log.info("report: %s once published (staged as %s; open it with "
