@@ -105,3 +105,70 @@ def test_any_command_names_the_extra_of_a_module_missing_deep_inside(monkeypatch
     assert main(["validate", str(tmp_path)]) == 2  # a folder that exists: validate runs
     assert capsys.readouterr().err == ("recforge validate needs the 'dali' extra: pip install "
                                        "'recforge[dali]' (missing module nvidia.dali)\n")
+
+
+# ---- extras that cannot share an environment ---------------------------------------------
+
+def _project() -> dict:
+    import tomllib
+    from pathlib import Path
+
+    return tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+
+
+def _numpy_in(extra: str):
+    from packaging.requirements import Requirement
+
+    found = [Requirement(r) for r in _project()["project"]["optional-dependencies"][extra]
+             if Requirement(r).name == "numpy"]
+    assert len(found) == 1, (extra, found)
+    return found[0].specifier
+
+
+def test_airflow_and_mxnet_extras_cannot_resolve_together():
+    """mxnet pins numpy<1.24; the airflow extra's floor excludes every such numpy, so a
+    resolver refuses ``recforge[airflow,mxnet]`` instead of moving numpy back to 1.23. uv is
+    told so too, and the Airflow environment's pinned numpy is inside its floor."""
+    from pathlib import Path
+
+    from packaging.version import Version
+
+    airflow, mxnet = _numpy_in("airflow"), _numpy_in("mxnet")
+    releases = [Version(f"{major}.{minor}.{patch}") for major, minors in ((1, 40), (2, 10))
+                for minor in range(minors) for patch in range(6)]
+    assert [v for v in releases if v in airflow and v in mxnet] == []
+    assert any(v in mxnet for v in releases) and any(v in airflow for v in releases)
+    pinned = next(line.split("==")[1] for line in (
+        Path(__file__).parents[1] / "constraints.txt").read_text().splitlines()
+        if line.startswith("numpy=="))
+    assert Version(pinned) in airflow
+    assert [{"extra": "airflow"}, {"extra": "mxnet"}] in _project()["tool"]["uv"]["conflicts"]
+
+
+@pytest.mark.packaging
+def test_uv_refuses_both_extras_and_resolves_each(tmp_path):
+    """The real resolver, offline from uv's cache: each extra resolves with its own
+    constraints; both together fail on numpy."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip("uv is not installed (make venv installs it into .venv)")
+    repo = Path(__file__).parents[1]
+
+    def compile_(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(uv), "pip", "compile", str(repo / "pyproject.toml"), "--offline", "-q",
+             "--python-version", "3.11", "--no-header", *args],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    both = compile_("--extra", "airflow", "--extra", "mxnet")
+    assert both.returncode != 0 and "numpy>=1.26" in both.stderr and \
+        "numpy<1.24" in both.stderr, both.stderr
+    for extra, constraints, numpy in (("airflow", "constraints.txt", "numpy==2."),
+                                      ("mxnet", "constraints-mxnet.txt", "numpy==1.2")):
+        alone = compile_("--extra", extra, "-c", str(repo / constraints))
+        assert alone.returncode == 0, alone.stderr[-2000:]
+        assert any(line.startswith(numpy) for line in alone.stdout.splitlines()), extra

@@ -33,7 +33,7 @@ CODE_GLOBS = ("dags/**/*.py", "include/recforge/**/*.py")
 REQUIRED_QUEUES = {"default", "gpu"}
 REQUIRED_POOLS = {"recforge_pack", "recforge_gpu_bench"}
 REQUIRED_SERVICES = {
-    "postgres", "redis", "minio", "minio-init", "mailpit", "airflow-apiserver",
+    "postgres", "redis", "rgw", "mailpit", "airflow-apiserver",
     "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-init",
     "airflow-worker", "airflow-worker-gpu",
 }
@@ -340,9 +340,9 @@ def airflow_settings_problems(compose: dict) -> list[str]:
                 problems.append(f"{name}: {key}={env.get(key)!r}, expected {value!r}")
         endpoint = env.get("AWS_ENDPOINT_URL", "")
         host = re.sub(r"^https?://", "", endpoint).split(":")[0].split("/")[0]
-        if host not in services or "minio" not in str(services.get(host, {}).get("image", "")):
-            problems.append(f"{name}: AWS_ENDPOINT_URL={endpoint!r} does not point at the MinIO "
-                            "service")
+        if host not in services or "ceph" not in str(services.get(host, {}).get("image", "")):
+            problems.append(f"{name}: AWS_ENDPOINT_URL={endpoint!r} does not point at the Ceph "
+                            "RGW service")
         if _has_bad_image_source(svc):
             problems.append(f"{name}: installs packages at start (_PIP_ADDITIONAL_REQUIREMENTS); "
                             "build them into the image instead")
@@ -585,11 +585,11 @@ BROKEN = {
         _drop(["services", "postgres", "healthcheck"]),
         depends_on_problems, "'postgres' to be healthy"),
     "waits for completion of a service that restarts": (
-        _set(["services", "minio-init", "restart"], "always"),
-        depends_on_problems, "'minio-init' to complete"),
+        _set(["services", "airflow-init", "restart"], "always"),
+        depends_on_problems, "'airflow-init' to complete"),
     "undeclared named volume": (
-        _drop(["volumes", "minio-data"]),
-        volume_problems, "'minio-data' is not declared"),
+        _drop(["volumes", "rgw-data"]),
+        volume_problems, "'rgw-data' is not declared"),
     "declared volume nobody uses": (
         _set(["volumes", "orphan"], None),
         volume_problems, "'orphan' is declared"),
@@ -602,9 +602,9 @@ BROKEN = {
     "local executor": (
         _env("airflow-scheduler", "AIRFLOW__CORE__EXECUTOR", "LocalExecutor"),
         airflow_settings_problems, "CeleryExecutor"),
-    "S3 endpoint not MinIO": (
+    "S3 endpoint not the compose store": (
         _env("airflow-worker", "AWS_ENDPOINT_URL", "https://s3.amazonaws.com"),
-        airflow_settings_problems, "MinIO"),
+        airflow_settings_problems, "Ceph RGW"),
     "pip at start": (
         _env("airflow-worker", "_PIP_ADDITIONAL_REQUIREMENTS", "mxnet"),
         airflow_settings_problems, "_PIP_ADDITIONAL_REQUIREMENTS"),
@@ -660,8 +660,8 @@ class TestChecksCatch:
         drifted = env_text.replace("POSTGRES_PASSWORD=", "POSTGRES_PASSWORD=changed-")
         assert any("POSTGRES_PASSWORD" in p for p in env_example_problems(compose, drifted))
         undocumented = yaml.safe_load(
-            compose_text.replace("${MINIO_API_PORT:-9000}", "${MINIO_PORT:-9000}"))
-        assert any("MINIO_PORT" in p for p in env_example_problems(undocumented, env_text))
+            compose_text.replace("${S3_API_PORT:-9000}", "${S3_PORT:-9000}"))
+        assert any("S3_PORT" in p for p in env_example_problems(undocumented, env_text))
         unlabeled = env_text.replace("DEVELOPMENT ONLY", "defaults")
         assert any("development only" in p for p in env_example_problems(compose, unlabeled))
 

@@ -170,3 +170,82 @@ def test_listing_responses_parse_equal_to_motos_own_rendering(bucket, monkeypatc
     assert sum(len(p.get("Contents", [])) for p in ours[0]) == len(keys) + 1
     assert any(c.get("ChecksumAlgorithm") for c in ours[0][0]["Contents"])
     assert any("Owner" in c for c in ours[6][0]["Contents"])
+
+
+# ---- the moto the patches were written for ---------------------------------------------------
+
+def test_the_dev_extra_bounds_moto_to_the_versions_the_patches_support():
+    """pyproject's ``dev`` extra and the server's guard name one range, which the installed
+    (constraints-pinned) moto is in."""
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    (moto,) = [Requirement(r) for r in project["project"]["optional-dependencies"]["dev"]
+               if Requirement(r).name == "moto"]
+    assert moto.specifier == Requirement(f"moto{s3server.SUPPORTED_MOTO}").specifier
+    assert moto.specifier.contains(version("moto"))
+    s3server.check_moto()  # this moto has every name, patched already or not
+
+
+@pytest.mark.parametrize("owner, name, replacement, said", [
+    ("moto.s3.responses:S3Response", "_handle_range_header", None,
+     "moto.s3.responses.S3Response._handle_range_header"),
+    ("moto.s3.utils:_VersionedKeyStore", "setlist", None,
+     "moto.s3.utils._VersionedKeyStore.setlist"),
+    ("moto.s3.models:S3Backend", "list_objects_v2", lambda self, bucket, prefix: None,
+     "moto.s3.models.S3Backend.list_objects_v2(self, bucket, prefix, delimiter, "),
+    ("moto.s3.responses:S3Response", "list_objects_v2", lambda self: None,
+     "moto.s3.responses.S3Response.list_objects_v2 calling serialized"),
+])
+def test_a_moto_without_a_patched_name_is_refused_naming_versions(monkeypatch, owner, name,
+                                                                   replacement, said):
+    import importlib
+    from importlib.metadata import version
+
+    module, cls = owner.split(":")
+    target = getattr(importlib.import_module(module), cls)
+    if replacement is None:
+        monkeypatch.delattr(target, name)
+    else:
+        monkeypatch.setattr(target, name, replacement)
+    with pytest.raises(s3server.MotoUnsupported) as caught:
+        s3server.check_moto()
+    message = str(caught.value)
+    assert said in message
+    assert f"moto {version('moto')} lacks" in message
+    assert f"Supported: moto{s3server.SUPPORTED_MOTO}" in message
+
+
+def test_the_server_refuses_an_unsupported_moto_before_patching_it():
+    """In a fresh process (this one's moto is patched already): nothing is changed."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from moto.s3 import models, responses\n"
+        "del responses.S3Response._handle_range_header\n"
+        "from recforge.dev import s3server\n"
+        "try:\n"
+        "    s3server.stand_in_for_s3()\n"
+        "except s3server.MotoUnsupported as exc:\n"
+        "    print('refused:', exc)\n"
+        "print('patched:', any(hasattr(c, a) for c, a in ((models.S3Backend, "
+        "'_recforge_listing'), (responses.S3Response, '_recforge_ranges'), "
+        "(responses.S3Response, '_recforge_render'))))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert "refused: the dev S3 server patches moto" in out and "patched: False" in out
+
+
+def test_dev_s3_start_refuses_an_unsupported_moto_before_starting(monkeypatch, tmp_path):
+    """``recforge dev-s3 start`` says it, not the detached server's log."""
+    from moto.s3 import responses
+
+    monkeypatch.delattr(responses.S3Response, "_handle_range_header")
+    with pytest.raises(s3server.MotoUnsupported, match="Supported: moto>=5.2,<5.3"):
+        s3server.start_detached(tmp_path / "state", s3server.free_port())
+    assert not (tmp_path / "state").exists()

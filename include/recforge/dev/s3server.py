@@ -5,6 +5,12 @@ Real S3 protocol over HTTP — boto3 talks to it exactly as to AWS or MinIO, poi
 
 ``recforge dev-s3 start`` runs it detached (pid file under the state folder) and prints how
 to stop it; tests use ``running_server()`` in-process.
+
+To charge what S3 charges, the server patches private parts of moto (``stand_in_for_s3``),
+written for the moto versions :data:`SUPPORTED_MOTO` names (the ``dev`` extra's bound in
+``pyproject.toml``). Before patching, :func:`check_moto` checks that every name the patches
+replace, call or read is there, and refuses a moto that lacks one, naming its version and
+the supported range: a silently half-patched server would serve wrong listings or bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime
+import inspect
 import os
 import signal
 import socket
@@ -27,6 +34,88 @@ DEV_CREDENTIALS = {  # dev-only placeholders; moto accepts any credentials
     "AWS_SECRET_ACCESS_KEY": "recforge-dev-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+SUPPORTED_MOTO = ">=5.2,<5.3"  # the dev extra's moto bound: what the patches were written for
+
+# What the patches replace, call or read in moto, by module: ``Class.name`` → the parameters
+# a wrapped function must take in order (None: it need only exist, as a class attribute or
+# one its ``__init__`` sets).
+MOTO_NAMES: dict[str, dict[str, tuple[str, ...] | None]] = {
+    "moto.s3.models": {
+        "FakeKey.value": None, "FakeKey.size": None, "FakeKey.lock": None,
+        "FakeKey._value_buffer": None, "FakeMultipart.set_part": None,
+        "FakeBucket.multiparts": None, "FakeBucket.keys": None,
+        "S3Backend.upload_part_copy": (
+            "self", "dest_bucket_name", "multipart_id", "part_id", "src_bucket_name",
+            "src_key_name", "src_version_id", "start_byte", "end_byte"),
+        "S3Backend.get_bucket": None, "S3Backend.get_object": None,
+        "S3Backend.list_objects_v2": ("self", "bucket", "prefix", "delimiter",
+                                      "continuation_token", "start_after", "max_keys"),
+        "S3Backend._truncate_result": None, "S3Backend._pagination_tokens": None,
+        "FakeTableStorageBucket": None, "FakeDeleteMarker": None,
+    },
+    "moto.s3.responses": {
+        "S3Response.get_object": ("self",), "S3Response.list_objects_v2": ("self",),
+        "S3Response._handle_range_header": ("self", "request", "response_headers",
+                                            "response_content"),
+        "S3Response.serialized": None,
+    },
+    "moto.s3.utils": {
+        "_VersionedKeyStore.__setitem__": None, "_VersionedKeyStore.setlist": None,
+        "_VersionedKeyStore.pop": None, "_VersionedKeyStore.__delitem__": None,
+    },
+}
+# ``render_listings_directly`` works on what ``S3Response.list_objects_v2`` hands its
+# serializer (moto 5.2's ``self.serialized``; 5.1 rendered a template instead)
+MOTO_CALLS = (("moto.s3.responses", "S3Response.list_objects_v2", "serialized"),)
+
+
+class MotoUnsupported(RuntimeError):
+    """The installed moto lacks a name the dev server's patches need."""
+
+
+def _moto_lacks(module, dotted: str, params: tuple[str, ...] | None) -> str | None:
+    """What is wrong with ``module.dotted`` (None: nothing)."""
+    where = f"{module.__name__}.{dotted}"
+    owner_name, _, attr = dotted.rpartition(".")
+    if not owner_name:
+        return None if hasattr(module, attr) else where
+    owner = getattr(module, owner_name, None)
+    if owner is None:
+        return where
+    found = inspect.getattr_static(owner, attr, None)
+    if found is None:
+        inits = (getattr(k.__dict__.get("__init__"), "__code__", None) for k in owner.__mro__)
+        set_in_init = any(code is not None and attr in code.co_names for code in inits)
+        return None if set_in_init else where
+    if params is not None and tuple(inspect.signature(found).parameters) != params:
+        return f"{where}({', '.join(params)})"
+    return None
+
+
+def check_moto() -> None:
+    """Refuse, before patching anything, a moto whose names the patches do not find
+    (:data:`MOTO_NAMES`, :data:`MOTO_CALLS`): the message names its version and
+    :data:`SUPPORTED_MOTO`."""
+    import importlib
+    from importlib.metadata import version
+
+    missing = []
+    for module_name, names in MOTO_NAMES.items():
+        module = importlib.import_module(module_name)
+        missing += [m for dotted, params in names.items()
+                    if (m := _moto_lacks(module, dotted, params))]
+    for module_name, dotted, called in MOTO_CALLS:
+        owner, _, attr = dotted.partition(".")
+        fn = getattr(getattr(importlib.import_module(module_name), owner, None), attr, None)
+        if called not in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            missing.append(f"{module_name}.{dotted} calling {called}")
+    if missing:
+        raise MotoUnsupported(
+            f"the dev S3 server patches moto, and moto {version('moto')} lacks what the "
+            f"patches need: {'; '.join(missing)}. Supported: moto{SUPPORTED_MOTO} (the "
+            f"dev extra's bound); install one: pip install 'moto[server]{SUPPORTED_MOTO}'")
 
 
 def free_port() -> int:
@@ -99,8 +188,9 @@ def serve_ranges_in_place() -> None:
 
     handle_range = responses.S3Response._handle_range_header
 
-    def handle_range_in_place(self, request, headers, content):
-        status, headers, body = handle_range(self, request, headers, content)
+    def handle_range_in_place(self, request, response_headers, response_content):
+        status, headers, body = handle_range(self, request, response_headers,
+                                             response_content)
         return status, headers, bytes(body) if isinstance(body, _ObjectBytes) else body
 
     part_copy = models.S3Backend.upload_part_copy
@@ -301,7 +391,9 @@ def render_listings_directly() -> None:
 
 def stand_in_for_s3() -> None:
     """What the dev server changes in moto so that it charges what S3 charges (ranges,
-    listing pages); the bytes, headers and errors are moto's."""
+    listing pages); the bytes, headers and errors are moto's. Refuses a moto the patches
+    were not written for (:func:`check_moto`) before changing anything."""
+    check_moto()
     serve_ranges_in_place()
     list_in_key_order()
     render_listings_directly()
@@ -337,6 +429,7 @@ def serve(port: int) -> None:
 
 def start_detached(state_dir: Path, port: int) -> tuple[str, bool]:
     """Start (or find running) a detached server; returns (endpoint, started_now)."""
+    check_moto()  # here, with its message, rather than in the child's log
     state_dir.mkdir(parents=True, exist_ok=True)
     pid_file, endpoint = state_dir / "s3.pid", f"http://127.0.0.1:{port}"
     if pid_file.exists():
