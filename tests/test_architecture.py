@@ -206,3 +206,26 @@ def test_the_architecture_room_table_names_every_room():
              if p.is_dir() and (p / "__init__.py").exists()}
     rooms |= {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
     assert sorted(rooms - named) == [], "rooms missing from docs/architecture.md's room table"
+
+
+WINGS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+def _modules_named(docstring: str) -> set[str]:
+    """The modules a wing's docstring names: ``name.py`` in double backticks, the one
+    convention, so words that are also module names (``report``, ``records``) never count."""
+    return set(re.findall(r"``(\w+)\.py``", docstring))
+
+
+@pytest.mark.parametrize("wing", WINGS)
+def test_a_wings_docstring_names_its_modules(wing):
+    """A wing's ``__init__`` docstring is its map: it names every module of the folder as
+    ``name.py`` and no module that is not there, so a module added, renamed or removed
+    without updating the map fails here."""
+    folder = PACKAGE / wing
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
+    assert doc, f"recforge.{wing} has no module docstring"
+    modules = {p.stem for p in folder.glob("*.py") if p.name != "__init__.py"}
+    named = _modules_named(doc)
+    assert sorted(modules - named) == [], f"recforge.{wing}'s docstring omits these modules"
+    assert sorted(named - modules) == [], f"recforge.{wing}'s docstring names missing modules"

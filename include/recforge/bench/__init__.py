@@ -7,18 +7,20 @@ loader users train with (``mx.io.ImageRecordIter``; for ``loader: segmentation``
 records, sweeps the loader's threads, and gates publish on the spec's floors. One
 module per step, each importing only the ones before it:
 
-- ``records``: fetch the split, count and size its records, the bare-decode reference;
-- ``device``: where it runs (GPU or CPU, the host, MXNet's ``preprocess_threads`` cap);
-- ``results``: what both loaders' results share (schema, latency percentiles, the pick);
-- ``loader`` / ``segmentation``: one timed ImageRecordIter (or ImageDetRecordIter) run / the
+- ``records.py``: fetch the split, count and size its records, the bare-decode reference;
+- ``device.py``: where it runs (GPU or CPU, the host, MXNet's ``preprocess_threads`` cap);
+- ``results.py``: what both loaders' results share (schema, latency percentiles, the pick);
+- ``loader.py`` / ``segmentation.py``: one timed ImageRecordIter (or ImageDetRecordIter) run / the
   segmentation loader;
-- ``benchmark``: the whole benchmark, producing the ``bench.json`` dict;
-- ``floors``: the floors per environment, saving ``bench.json``, the gate;
-- ``report``: the table people read;
-- ``gpu_support``: which GPUs MXNet's kernels run on (CUDA's SASS / PTX rules) and what
+- ``benchmark.py``: the whole benchmark, producing the ``bench.json`` dict;
+- ``floors.py``: the floors per environment, saving ``bench.json``, the gate;
+- ``report.py``: the table people read;
+- ``gpu_support.py``: which GPUs MXNet's kernels run on (CUDA's SASS / PTX rules) and what
   ``bench.loader: auto`` measures there;
-- ``torch_loader``: the PyTorch loader (``recforge.readers.torch.dataset`` + ``DataLoader``,
-  nvJPEG decode on a GPU), measured in this process like DALI's (``dali``).
+- ``torch_loader.py``: the PyTorch loader (``recforge.readers.torch.dataset`` + ``DataLoader``,
+  nvJPEG decode on a GPU), measured in this process like DALI's (``dali.py``);
+- ``environment.py``: the interpreter MXNet's loaders run in and one call into it;
+  ``measure.py`` is the measuring side run there, ``worker.py`` that call's child side.
 
 MXNet facts it relies on are in docs/gpu-worker.md (checked with mxnet 1.9.1). The spec's
 models (``BenchOptions``, ``BenchFloors``, ``BenchSpec``) live in ``recforge.spec.bench``,

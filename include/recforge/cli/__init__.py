@@ -3,6 +3,13 @@
 Every sub-command lives in this package, one module per group, each with a
 ``register(subparsers)`` listed in ``COMMAND_MODULES``; handlers import the engines they
 call, so ``recforge --help`` stays fast.
+
+Modules: ``build.py`` (the whole pipeline, no Airflow), ``check.py`` (the checklist),
+``verify.py`` (``verify`` and ``validate``), ``bench.py`` (the loader benchmark),
+``report.py`` (``report`` and ``show``), ``pull.py`` (a published version into a folder),
+``cache.py`` (``cache prune``), ``masks.py`` (segmentation masks), ``im2rec.py`` (the drop-in
+for MXNet's ``tools/im2rec.py``), ``dev.py`` (``demo``, ``dev-s3``, ``sample-data``);
+``__main__.py`` makes ``python -m recforge.cli`` the console script.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Source layouts: how a source's listed objects become the items to pack.
 
-One module per layout, each with its ``LAYOUT``, registered (``_registry``) by the name
-``source.layout`` gives (segmentation: ``pairs``, whose ``source.pairs`` says how images
-meet masks). A layout's
+One module per layout, ``class_folders.py`` and ``lists.py`` (classification), ``voc.py``
+and ``coco.py`` (detection), ``pairs.py`` (segmentation), each with its ``LAYOUT``,
+registered (``_registry``) by the name ``source.layout`` gives (segmentation: ``pairs``,
+whose ``source.pairs`` says how images meet masks). A layout's
 ``flatten(rows, spec)`` sorts every listed object it is given into exactly one of:
 
 * an item to pack (``Flattened.items``; with ``splits.from: source`` each carries the

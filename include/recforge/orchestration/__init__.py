@@ -11,6 +11,15 @@ that turns the task's params into a :class:`recforge.run.Run`, runs the stage, a
 :class:`recforge.errors.RecforgeFailure` to a task failure without retries. Importable at DAG
 parse time: nothing here loads an engine until a task runs, and importing this package loads
 no Airflow until ``dataset_dags`` is asked for.
+
+Modules: ``dags.py`` (the DAG factory), ``docs.py`` (each DAG's ``doc_md``), ``specs.py``
+(where the specs are), ``stage.py`` (one stage for one task), ``sibling.py`` (waiting for a
+sibling task), ``timeouts.py`` (the whole-dataset tasks' limits), ``pools.py`` and
+``policy.py`` (the pools, and a missing one made harmless), ``xcom.py`` (the XCom keys),
+``workers.py`` (worker identity), ``connections.py`` (S3 through an Airflow connection),
+``events.py`` (the S3-event watcher), ``lineage.py`` (OpenLineage), ``notifier.py`` (alerts
+as task callbacks), ``plugin.py`` and ``ui.py`` (the run page's report tab and what it
+reads from S3), ``provider.py`` (recforge as an Airflow provider).
 """
 
 from __future__ import annotations

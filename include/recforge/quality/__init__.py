@@ -7,19 +7,23 @@ from the spec's :class:`~recforge.spec.quality.QualitySpec`: ``fail`` blocks pub
 :class:`QualityGateFailed` on a failed ``fail`` check.
 
 One module per step, in the order a run goes through them; each imports only those before
-it (``gate`` also uses ``report`` to upload the site; ``report`` imports none of them):
+it (``gate.py`` also uses ``report.py`` to upload the site; ``report.py`` imports none of
+them):
 
-* ``inputs`` — what the checklist reads: the record manifest, listing, quarantine, summary,
+* ``inputs.py`` — what the checklist reads: the record manifest, listing, quarantine, summary,
   classes, ``.idx`` files, and a sample of records re-read from the ``.rec``;
-* ``frames`` — the pandas facts: cross-row facts (duplicates across splits, per-object
+* ``frames.py`` — the pandas facts: cross-row facts (duplicates across splits, per-object
   accounting, class counts) computed as columns;
-* ``suites`` — the expectation plans, items 1-16 (items 6-10 on the loader benchmark's results,
+* ``suites.py`` — the expectation plans, items 1-16 (items 6-10 on the loader benchmark's results,
   14-15 and the boxes of item 3 on a detection dataset's objects);
-* ``gx`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts;
-  ``docs_site`` (standard library only, used by ``gx``) finishes the site: offline, a static
+* ``gx.py`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts;
+  ``docs_site.py`` (standard library only, used by ``gx.py``) finishes the site: offline, a static
   index, warn-only suites shown as warnings;
-* ``gate`` — the entry points and :func:`enforce`;
-* ``report`` — what people read: the Data Docs upload, the text table, the failed checks.
+* ``gate.py`` — the entry points and :func:`enforce`;
+* ``report.py`` — what people read: the Data Docs upload, the text table, the failed checks.
+
+Below them all, ``verdict.py`` holds the gate's words (a check's status, the gate's status,
+the verdict sentence) that ``docs_site.py`` and ``report.py`` both write.
 
 Heavy imports (great_expectations, pandas, numpy, cv2) happen inside functions, so importing
 this package stays light; the spec's models and the item table live in ``recforge.spec.quality``.

@@ -1,8 +1,9 @@
 """Dataset specs: the parse-time leaf. Pydantic models only, no engine, no I/O but YAML.
 
 Airflow reads these at DAG parse time, so nothing here imports numpy, OpenCV, MXNet, GX or
-boto3. One module per section: ``dataset`` (the spec and its loaders), ``quality``,
-``bench``, ``alerts``, ``s3`` (``publish.s3`` and ``staging_s3``).
+boto3. One module per section: ``dataset.py`` (the spec and its loaders), ``quality.py``,
+``bench.py``, ``alerts.py``, ``s3.py`` (``publish.s3`` and ``staging_s3``), ``schedule.py``
+(when a dataset rebuilds); ``base.py`` is the one strict base model they all share.
 """
 
 from recforge.errors import SpecError

@@ -5,6 +5,13 @@ runs (through ``recforge.orchestration``) and what ``recforge.pipeline.build`` r
 Airflow. Each stage dispatches on ``spec.task`` itself, so callers never choose a module by
 task kind. :data:`STAGES` is the one list of them, in pipeline order; modules are imported
 only when a stage runs (Airflow parses DAGs without loading any engine).
+
+In pipeline order: ``ingest.py`` (list the source), ``flatten.py`` (objects → items),
+``remap_labels.py`` (class names → ids), ``split.py`` (splits and pack shards),
+``convert_masks.py`` (a shard's masks, segmentation only), ``pack.py`` (one shard),
+``merge.py`` (shards → one split each), ``validate.py`` (the structural check),
+``benchmark.py`` (the loader benchmark), ``quality_gate.py`` (the checklist and the report),
+``publish.py`` (the versioned release).
 """
 
 from __future__ import annotations

@@ -7,15 +7,16 @@ the connection, ``recforge.orchestration.connections``). Local paths (``/abs/dir
 ``file:///abs/dir``) exist for the CLI and for inspecting published data; the pipeline's
 staging and publishing normally use S3.
 
-This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``uri`` (what
-a URI names), ``write_options`` (what a locked-down bucket asks of every request), ``client``
-(clients and byte accounting), ``errors`` (what an error means),
-``checksums`` (S3's SHA-256 per object), ``retry`` (the one retry rule every request goes
-through, so where requests are counted), ``recording`` (what a stage wrote), ``multipart``
-(one multipart upload), ``listing`` (an S3 prefix's pages, its folders side by side),
-``objects`` (single objects and listings), ``documents`` (JSON,
-JSON lines), ``bulk`` (prefetch, the coalesced ranged read, the download in parts),
-``copies`` (server-side copies and composition), ``guarantees`` (what a store honours, proved).
+This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``uri.py`` (what
+a URI names), ``write_options.py`` (what a locked-down bucket asks of every request),
+``client.py`` (clients and byte accounting), ``errors.py`` (what an error means),
+``checksums.py`` (S3's SHA-256 per object), ``retry.py`` (the one retry rule every request
+goes through, so where requests are counted), ``recording.py`` (what a stage wrote),
+``multipart.py`` (one multipart upload), ``listing.py`` (an S3 prefix's pages, its folders
+side by side), ``objects.py`` (single objects and listings), ``documents.py`` (JSON, JSON
+lines), ``bulk.py`` (prefetch, the coalesced ranged read, the download in parts),
+``copies.py`` (server-side copies and composition), ``guarantees.py`` (what a store honours,
+proved).
 """
 
 from recforge.storage.bulk import (
