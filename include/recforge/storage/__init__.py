@@ -20,8 +20,6 @@ proved).
 """
 
 from recforge.storage.bulk import (
-    COALESCE_GAP,
-    COALESCE_MAX,
     coalesce,
     download,
     iter_range,
@@ -32,23 +30,15 @@ from recforge.storage.bulk import (
 )
 from recforge.storage.checksums import problem as checksum_problem
 from recforge.storage.client import (
-    BACKOFF_S,
-    MAX_ATTEMPTS,
-    RETRY_MODE,
-    Transfer,
     client_config,
     configure_s3,
     connect,
-    default_client,
     parse_timestamp,
-    retry_settings,
     s3_client,
     transferred,
 )
 from recforge.storage.copies import (
-    COMPOSE_THREADS,
     COPY_PART_THREADS,
-    MAX_COPY_OBJECT,
     compose,
     copy,
     copy_exact,
@@ -68,8 +58,6 @@ from recforge.storage.documents import (
     write_jsonl,
 )
 from recforge.storage.errors import (
-    TRANSIENT_CODES,
-    TRANSIENT_TYPES,
     DeleteRefused,
     PreconditionFailed,
     explain,
@@ -77,7 +65,7 @@ from recforge.storage.errors import (
 )
 from recforge.storage.guarantees import prove_conditional_writes
 from recforge.storage.listing import LIST_THREADS
-from recforge.storage.multipart import MAX_PART, MAX_PARTS, MIN_PART, Reusable, plan_reusing
+from recforge.storage.multipart import MAX_PART, MIN_PART, Reusable, plan_reusing
 from recforge.storage.objects import (
     ObjectInfo,
     browser_url,
@@ -90,7 +78,6 @@ from recforge.storage.objects import (
     get_range,
     get_with_etag,
     head,
-    iter_chunks,
     list_dirs,
     list_objects,
     put_bytes,
@@ -102,36 +89,22 @@ from recforge.storage.recording import (
     HashingWriter,
     file_digest,
     record_writes,
-    sha256_file,
     unrecorded,
 )
-from recforge.storage.retry import READ_ATTEMPTS
 from recforge.storage.retry import counts as request_counts
 from recforge.storage.uri import is_s3, join, local_path, split_s3
 from recforge.storage.write_options import WriteOptions, use_write_options
 
 __all__ = [
-    "BACKOFF_S",
-    "COALESCE_GAP",
-    "COALESCE_MAX",
-    "COMPOSE_THREADS",
     "COPY_PART_THREADS",
     "DeleteRefused",
     "HashingWriter",
     "LIST_THREADS",
-    "MAX_ATTEMPTS",
-    "MAX_COPY_OBJECT",
     "MAX_PART",
-    "MAX_PARTS",
     "MIN_PART",
     "ObjectInfo",
     "PreconditionFailed",
-    "READ_ATTEMPTS",
-    "RETRY_MODE",
     "Reusable",
-    "TRANSIENT_CODES",
-    "TRANSIENT_TYPES",
-    "Transfer",
     "WriteOptions",
     "browser_url",
     "checksum_problem",
@@ -142,7 +115,6 @@ __all__ = [
     "connect",
     "copy",
     "copy_exact",
-    "default_client",
     "delete",
     "delete_many",
     "delete_prefix",
@@ -157,7 +129,6 @@ __all__ = [
     "head",
     "is_s3",
     "is_transient",
-    "iter_chunks",
     "iter_jsonl",
     "iter_lines",
     "iter_range",
@@ -182,9 +153,7 @@ __all__ = [
     "read_spans",
     "record_writes",
     "request_counts",
-    "retry_settings",
     "s3_client",
-    "sha256_file",
     "sha256_range",
     "size_of",
     "slice_read",
