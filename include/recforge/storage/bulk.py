@@ -54,7 +54,8 @@ def plan_reads(spans: list[tuple[str, int, int]], max_gap: int = COALESCE_GAP
         by_uri.setdefault(uri, []).append(i)
     return [(uri, start, length, [mine[m] for m in members])
             for uri, mine in by_uri.items()
-            for start, length, members in coalesce([spans[i][1:] for i in mine], max_gap)]
+            for start, length, members in coalesce([spans[i][1:] for i in mine],
+                                                   max_gap=max_gap)]
 
 
 def read_spans(spans: list[tuple[str, int, int]], use, threads: int = 8,
