@@ -77,7 +77,11 @@ class Api:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 return resp.status, json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+            raw = exc.read() or b"{}"
+            try:
+                return exc.code, json.loads(raw)
+            except ValueError:  # a plain-text error page (500 "Internal Server Error")
+                return exc.code, {"detail": raw.decode(errors="replace")}
 
     def login(self, user: str, password: str) -> None:
         status, body = self.call("POST", "/auth/token", {"username": user, "password": password})
