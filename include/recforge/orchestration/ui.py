@@ -129,11 +129,12 @@ class _S3:
 S3 = _S3()
 
 
-def read_file(spec: DatasetSpec, run_id: str, conf: dict | None, path: str
-              ) -> tuple[bytes, str, str | None]:
-    """``path`` of the run's folder: its bytes, its ETag and the published version; 404 when
-    the run has no such file (no report yet), 413 over :data:`MAX_BYTES`. The run is made
-    under the lock too: it sets the process's storage options for its spec."""
+def read_file(spec: DatasetSpec, run_id: str, conf: dict | None, path: str,
+              cached_etag: str | None = None) -> tuple[bytes | None, str, str | None]:
+    """``path`` of the run's folder: its bytes (None when its ETag is ``cached_etag``: the
+    browser's copy is current and nothing is fetched), its ETag and the published version;
+    404 when the run has no such file (no report yet), 413 over :data:`MAX_BYTES`. The run
+    is made under the lock too: it sets the process's storage options for its spec."""
     with S3.lock:
         S3.use(spec)
         run = run_of(spec, run_id, conf)
@@ -149,6 +150,8 @@ def read_file(spec: DatasetSpec, run_id: str, conf: dict | None, path: str
         if info.size > MAX_BYTES:
             raise HTTPException(413, f"{path} is {info.size:,} bytes: more than the "
                                      f"{MAX_BYTES:,} served here; read it from {uri}")
+        if info.etag == cached_etag:
+            return None, info.etag, version
         return storage.get_bytes(uri), info.etag, version
 
 
@@ -193,11 +196,13 @@ def create_app(authorize=None, specs_dir: str | Path | None = None) -> FastAPI:
                  conf: Annotated[dict, Depends(run_conf)]) -> Response:
         """A file of the run's report folder: ``report.html``, ``quality/…`` (Data Docs)."""
         path = safe_path(path)
-        body, etag, version = read_file(spec_for_dag(dag_id, specs_dir), run_id, conf, path)
+        cached = (request.headers.get("if-none-match") or "").strip('"') or None
+        body, etag, version = read_file(spec_for_dag(dag_id, specs_dir), run_id, conf, path,
+                                        cached)
         headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                    "Cache-Control": "private, no-cache", "ETag": f'"{etag}"',
                    "X-Recforge-Version": version or "unpublished"}
-        if request.headers.get("if-none-match") == headers["ETag"]:
+        if body is None:  # the browser's copy is current
             return Response(status_code=304, headers=headers)
         media = CONTENT_TYPES[posixpath.splitext(path)[1].lower()]
         return Response(body, media_type=media, headers=headers)
