@@ -20,11 +20,8 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import get_args
 
-from recforge.spec import DatasetSpec
-
-TASK_KINDS: tuple[str, ...] = get_args(DatasetSpec.model_fields["task"].annotation)
+from recforge.spec.kinds import NAMES as TASK_KINDS
 
 
 @dataclass(frozen=True)
