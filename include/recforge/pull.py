@@ -34,6 +34,7 @@ from pathlib import Path
 from recforge import releases, storage
 from recforge.errors import ChecksumMismatch, RecforgeFailure
 from recforge.format import names
+from recforge.kinds import Kind, kind_of
 
 PART = 8 << 20  # bytes per ranged GET; a file larger than one part is read in parallel parts
 RANGE_THREADS = 8  # ranged GETs of one large file at once (at most that many parts in memory)
@@ -279,11 +280,11 @@ def paths(dest: str | os.PathLike, split: str, masks: bool = False) -> dict[str,
     return {k: str(v) for k, v in out.items()}
 
 
-def _calls_for(dest: Path, split: str, task: str) -> list[str]:
-    p = paths(dest, split, masks=task == "segmentation")
+def _calls_for(dest: Path, split: str, k: Kind) -> list[str]:
+    p = paths(dest, split, masks=k.masks)
     rec, idx = p["rec"], p["idx"]
     lines = [f"# {split}"]
-    if task == "detection":
+    if k.boxes:
         pad = label_pad_width(p["lst"]) if Path(p["lst"]).is_file() else 4 + 6
         lines += [f'mx.io.ImageDetRecordIter(path_imgrec="{rec}", path_imgidx="{idx}", '
                   f"data_shape=(3, 300, 300), batch_size=32, label_pad_width={pad})",
@@ -292,7 +293,7 @@ def _calls_for(dest: Path, split: str, task: str) -> list[str]:
         lines.append(f'mx.io.ImageRecordIter(path_imgrec="{rec}", path_imgidx="{idx}", '
                      "data_shape=(3, 224, 224), batch_size=32)")
     lines.append(f'fn.readers.mxnet(path=["{rec}"], index_path=["{idx}"])  # NVIDIA DALI')
-    if task == "segmentation":
+    if k.masks:
         lines += [f'fn.readers.mxnet(path=["{p["mask_rec"]}"], index_path=["{p["mask_idx"]}"])'
                   "  # its masks, same order",
                   "recforge.segmentation.dataset.SegmentationRecordDataset"
@@ -304,10 +305,10 @@ def _calls_for(dest: Path, split: str, task: str) -> list[str]:
 def reader_calls(dest: str | os.PathLike, manifest: dict) -> str:
     """How MXNet, GluonCV, DALI and PyTorch open each split pulled into ``dest``."""
     dest = Path(dest)
-    task = manifest.get("task") or "classification"
+    k = kind_of(manifest)
     out = []
     for split in splits_of(manifest):
-        out += _calls_for(dest, split, task)
+        out += _calls_for(dest, split, k)
     return "\n".join(out)
 
 
@@ -325,7 +326,8 @@ class Published:
                  local_dir: Path | None = None):
         self.uri, self.manifest, self.classes = uri, manifest, classes
         self.version = manifest.get("version")
-        self.task = manifest.get("task") or "classification"
+        self._kind = kind_of(manifest)
+        self.task = self._kind.name
         counts = (manifest.get("summary") or {}).get("splits") or {}
         self.splits = {s: int(counts.get(s, 0)) for s in splits_of(manifest)}
         self.local_dir = local_dir
@@ -349,7 +351,7 @@ class Published:
         if split not in self.splits:
             raise KeyError(f"{self.version} has no split {split!r}; its splits: "
                            f"{', '.join(self.splits)}")
-        return paths(self.local_dir, split, masks=self.task == "segmentation")
+        return paths(self.local_dir, split, masks=self._kind.masks)
 
     def torch(self, split: str, **kwargs):
         """``recforge.readers.torch.dataset(local_dir, split, **kwargs)`` (needs torch)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from recforge import releases, storage
 from recforge.dev import detection_sample, s3server, sampledata
 from recforge.format import names
+from recforge.kinds import kind
 from recforge.orchestration import pools
 from recforge.spec import load_spec
 
@@ -98,7 +99,7 @@ def run_demo(repo: Path, port: int = 9000, per_class: int = 40,
     storage.ensure_bucket(spec.source.uri)
     storage.ensure_bucket(spec.publish.uri)
     storage.delete_prefix(spec.source.uri)
-    if task == "detection":
+    if kind(spec.task).boxes:  # annotated scenes in the spec's layout
         n = detection_sample.upload(spec.source.uri, spec.source.layout, count=per_class)
         bad = len(detection_sample.BAD_OBJECTS[spec.source.layout])
     else:

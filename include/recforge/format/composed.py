@@ -27,6 +27,7 @@ import numpy as np
 from recforge import storage
 from recforge.format import detection_label, names, recordio, scan
 from recforge.format.validate import SplitReport, labels_ok
+from recforge.kinds import kind_of
 
 READ_THREADS = 8
 
@@ -142,7 +143,7 @@ def validate_composition(prefix: str, checksums: str, num_classes: int | None = 
         if names.CLASSES in sizes else {}
     if num_classes is None:
         num_classes = classes.get("num_classes")
-    detection = classes.get("task") == "detection"
+    detection = kind_of(classes).boxes
     summary = (storage.read_json(storage.join(prefix, names.SUMMARY))
                if names.SUMMARY in sizes else {})
     records = _records_by_split(prefix)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from recforge.kinds import kind
 from recforge.quarantine import QuarantineEntry
 
 
@@ -77,7 +78,9 @@ def _registry() -> dict[str, Layout]:
 
 
 def layout_name(spec) -> str:
-    return "pairs" if spec.task == "segmentation" else spec.source.layout
+    """The layout's name: ``pairs`` for a kind with masks (images meet their masks by
+    ``source.pairs``), else ``source.layout``."""
+    return "pairs" if kind(spec.task).masks else spec.source.layout
 
 
 def for_spec(spec) -> Layout:

@@ -4,6 +4,7 @@ to where, when, and against which checklist — from the spec alone (parse time:
 from __future__ import annotations
 
 from recforge import layouts
+from recforge.kinds import kind
 from recforge.spec import DatasetSpec
 from recforge.spec.quality import CHECKS
 
@@ -82,7 +83,7 @@ def dag_doc(spec: DatasetSpec, pipeline_doc: str = "") -> str:
     # what the layout itself says it reads, so the doc follows the layouts (no copy to drift)
     layout = layouts.for_spec(spec)
     labels = f"{spec.task}; {layout.labels(spec)}" + (
-        "" if spec.task == "segmentation" else
+        "" if kind(spec.task).masks else  # a mask kind's classes are its label definition's
         "; published ids never change, new classes are appended")
     q = spec.quality
     severities = ", ".join(f"{c.name} {q.severity_of(c.name)}" for c in CHECKS

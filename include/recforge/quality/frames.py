@@ -22,6 +22,7 @@ import math
 from typing import TYPE_CHECKING
 
 from recforge.format import recordio
+from recforge.kinds import kind
 from recforge.quality.inputs import (
     VERIFY_COLUMNS,
     GateInputs,
@@ -49,7 +50,7 @@ def is_detection(inputs: GateInputs, task: str) -> bool:
     import pandas as pd
 
     rec = inputs.records
-    if task == "detection" or inputs.objects is not None:
+    if kind(task).boxes or inputs.objects is not None:
         return True
     if isinstance(rec, pd.DataFrame):
         return "label_values" in rec.columns or (
@@ -156,7 +157,7 @@ def _label_facts(rec: pd.DataFrame, inputs: GateInputs, quality: QualitySpec,
     names = (inputs.classes or {}).get("classes")
     labels = pd.to_numeric(rec["label"], errors="coerce")
     rec["label_is_integer"] = (labels == labels.round()) & labels.notna()
-    if names and task != "segmentation":  # segmentation records carry no image class
+    if names and kind(task).image_class:  # a mask kind's records carry no image class
         lab = labels.to_numpy(float)
         known = (lab == np.floor(lab)) & (lab >= 0) & (lab < len(names))  # NaN: False
         table = np.array([*names, "<no such id>"], dtype=object)
@@ -234,7 +235,7 @@ def _mask_facts(rec: pd.DataFrame, task: str) -> None:
     import numpy as np
 
     # item 13
-    if task == "segmentation" or "mask_record_key" in rec.columns:
+    if kind(task).masks or "mask_record_key" in rec.columns:
         for col in ("mask_record_key", "mask_height", "mask_width"):
             if col not in rec.columns:
                 rec[col] = np.nan
@@ -462,7 +463,7 @@ def _class_counts(rec: pd.DataFrame, quality: QualitySpec, task: str,
         cls = cls[(cls == np.floor(cls)) & (cls >= 0)].astype(np.int64)
         return {k: float(v) for k, v in enumerate(np.bincount(cls)) if v}, "objects"
     part = rec[rec["split"] == split] if split else rec
-    if task == "segmentation" and "class_pixels" in rec.columns:
+    if kind(task).masks and "class_pixels" in rec.columns:
         for cp in part["class_pixels"].dropna():
             for k, v in cp.items():
                 if int(k) != quality.ignore_label:  # ignored pixels are no class

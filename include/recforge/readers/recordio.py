@@ -47,8 +47,9 @@ from recforge.format.recordio import (
     read_record_at,
     unpack_image_record,
 )
+from recforge.kinds import NAMES, kind
 
-TASKS = ("classification", "detection", "segmentation")
+TASKS = tuple(sorted(NAMES))  # the kinds a reader reads, as its error names them
 BATCH = 64  # records per batched read in :meth:`SplitReader.iter_batches`
 
 
@@ -298,11 +299,12 @@ class SplitReader:
         self.task = task or task_of(self.uri, self.manifest, split)
         if self.task not in TASKS:
             raise ValueError(f"task {self.task!r}: one of {', '.join(TASKS)}")
+        self._kind = kind(self.task)
         self._check_split()
         self.images = RecordFile(storage.join(self.uri, names.rec(split)),
                                  storage.join(self.uri, names.idx(split)))
         self.masks = None
-        if self.task == "segmentation":
+        if self._kind.masks:
             self.masks = RecordFile(storage.join(self.uri, names.rec(split, mask=True)),
                                     storage.join(self.uri, names.idx(split, mask=True)))
             if not np.array_equal(self.masks._keys, self.images._keys):
@@ -347,10 +349,10 @@ class SplitReader:
         header, data = image
         sample = Sample(key=key, image=decode_image(data) if self.decode else data,
                         label=_label(header))
-        if self.task == "detection":
+        if self._kind.boxes:
             (w, h), sample.boxes = detection_label.decode(sample.label)
             sample.size = (w, h)
-        elif self.task == "segmentation":
+        elif self._kind.masks:
             sample.label = None
             sample.mask = decode_mask(mask[1]) if self.decode else mask[1]
         return sample

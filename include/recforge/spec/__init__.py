@@ -3,8 +3,8 @@
 Airflow reads these at DAG parse time, so nothing here imports numpy, OpenCV, MXNet, GX or
 boto3. One module per section: ``dataset.py`` (the spec and its loaders), ``quality.py``,
 ``bench.py``, ``alerts.py``, ``s3.py`` (``publish.s3`` and ``staging_s3``), ``schedule.py``
-(when a dataset rebuilds), ``kinds.py`` (what differs between task kinds); ``base.py`` is
-the one strict base model they all share.
+(when a dataset rebuilds); ``base.py`` is the one strict base model they all share. What
+differs between task kinds is ``recforge.kinds``.
 """
 
 from recforge.errors import SpecError

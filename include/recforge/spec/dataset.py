@@ -17,9 +17,10 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from recforge.errors import SpecError
+from recforge.kinds import KINDS, kind
 from recforge.spec.alerts import ENV_REF, AlertSpec
 from recforge.spec.base import StrictModel
-from recforge.spec.bench import BenchSpec
+from recforge.spec.bench import BenchOptions, BenchSpec
 from recforge.spec.quality import QualitySpec
 from recforge.spec.s3 import S3Spec
 from recforge.spec.schedule import (
@@ -541,37 +542,36 @@ class DatasetSpec(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _task_defaults(cls, data):
-        """Defaults that depend on the task: a segmentation spec benchmarks the segmentation
-        loader, whose ToTensor normalises with the ImageNet mean/std, so the checklist's
-        loader value range follows. Values the spec sets explicitly are kept."""
-        if isinstance(data, dict) and data.get("task") == "detection":
-            data = copy.deepcopy(data)
-            if data.get("detection") is None:
-                data["detection"] = {}  # the section's defaults: docs/detection.md
-            bench = data.setdefault("bench", {})
-            if isinstance(bench, dict):
-                options = bench.setdefault("options", {})
-                if isinstance(options, dict):  # ImageRecordIter refuses label arrays
-                    options.setdefault("loader", "detection")
-            return data
-        if not isinstance(data, dict) or data.get("task") != "segmentation":
+        """Defaults that depend on the task's kind (``recforge.kinds``): a kind whose loader is
+        not the benchmark's default benchmarks with its own (``bench.options.loader``); a
+        kind with boxes gets the detection section's defaults; a kind with masks benchmarked
+        by the segmentation loader, whose ToTensor normalises with the ImageNet mean/std,
+        gets the checklist's loader value range that follows. Values the spec sets
+        explicitly are kept."""
+        task = data.get("task") if isinstance(data, dict) else None
+        k = KINDS.get(task) if isinstance(task, str) else None
+        if k is None or k.loader == BenchOptions.model_fields["loader"].default:
             return data
         data = copy.deepcopy(data)
+        if k.boxes and data.get("detection") is None:
+            data["detection"] = {}  # the section's defaults: docs/detection.md
         bench = data.setdefault("bench", {})
         if isinstance(bench, dict):
             options = bench.setdefault("options", {})
-            if isinstance(options, dict):
-                options.setdefault("loader", "segmentation")
-                quality = data.setdefault("quality", {})
-                if options["loader"] == "segmentation" and isinstance(quality, dict):
-                    loader = quality.setdefault("loader", {})
-                    if isinstance(loader, dict):
-                        loader.setdefault("value_range", list(NORMALISED_VALUE_RANGE))
+            if isinstance(options, dict):  # ImageRecordIter refuses label arrays
+                options.setdefault("loader", k.loader)
+                if k.masks:
+                    quality = data.setdefault("quality", {})
+                    if options["loader"] == "segmentation" and isinstance(quality, dict):
+                        loader = quality.setdefault("loader", {})
+                        if isinstance(loader, dict):
+                            loader.setdefault("value_range", list(NORMALISED_VALUE_RANGE))
         return data
 
     @model_validator(mode="after")
     def _task_sections(self) -> DatasetSpec:
-        if self.task == "segmentation":
+        k = kind(self.task)
+        if k.masks:
             if self.source.pairs is None:
                 raise ValueError("task segmentation needs source.pairs (how images pair with "
                                  "masks); see docs/segmentation.md")
@@ -580,11 +580,11 @@ class DatasetSpec(StrictModel):
                                  "colormap and/or id_map")
         elif self.segmentation is not None or self.source.pairs is not None:
             raise ValueError("segmentation / source.pairs are only for task: segmentation")
-        if self.source.layout == "list" and self.task != "classification":
+        if self.source.layout == "list" and not k.image_class:
             raise ValueError("source.layout list is for task: classification (segmentation: "
                              "source.pairs.layout pair_list)")
         detection_layout = self.source.layout in DETECTION_LAYOUTS
-        if self.task == "detection":
+        if k.boxes:
             if not detection_layout:
                 raise ValueError("task detection needs source.layout voc or coco; see "
                                  "docs/detection.md")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-from recforge.spec.kinds import NAMES as TASK_KINDS
+from recforge.kinds import NAMES as TASK_KINDS
 
 
 @dataclass(frozen=True)

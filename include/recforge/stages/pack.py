@@ -31,6 +31,7 @@ from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
 from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process_hashed
 from recforge.incremental import cache
+from recforge.kinds import kind, kind_of
 from recforge.progress import Progress, peak_rss_mb, reset_peak_rss
 from recforge.quarantine import QuarantineEntry
 from recforge.run import Run
@@ -120,7 +121,7 @@ def describe_shard(run: Run, shard_id: str, work: Path, masks: bool,
     ``digests``: those already known, hashed as the file was written."""
     classes = storage.read_json(run.classes)
     records = check_shard(work, classes.get("num_classes"), masks, shard_id,
-                          classes.get("task") == "detection")
+                          kind_of(classes).boxes)
     known = digests or {}
     return {"shard": shard_id, "records": records, "masks": masks,
             "files": {name: known.get(name) or storage.file_digest(work / name)
@@ -162,10 +163,10 @@ def pack(run: Run, shard_id: str) -> dict:
 
 def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
     spec = run.spec
-    segmentation = spec.task == "segmentation"
+    masks = kind(spec.task).masks
     with tempfile.TemporaryDirectory(prefix=f"recforge-{shard_id}-") as tmp:
         work = Path(tmp)
-        if segmentation:
+        if masks:
             rows = storage.read_jsonl(run.converted_masks(shard_id))
             opts = SegPackOptions.from_spec(spec.pack, spec.segmentation.mask_compression)
             with contextlib.ExitStack() as stack:  # the masks are the staged, converted ones
@@ -192,7 +193,7 @@ def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
 def labeller(run: Run, opts: PackOptions) -> Labeller | None:
     """What labels the spec's records: the row's class id (None), or for detection the
     annotation's boxes checked against the image (``detection.records``)."""
-    if run.spec.task != "detection":
+    if not kind(run.spec.task).boxes:
         return None
     return DetectionLabels(storage.read_json(run.classes)["ids"], run.spec.detection, opts)
 

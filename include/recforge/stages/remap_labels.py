@@ -23,6 +23,7 @@ import logging
 
 from recforge import releases, storage
 from recforge.errors import LabelMapError
+from recforge.kinds import kind
 from recforge.run import Run
 from recforge.segmentation.masks import converter_for
 from recforge.spec import specs_dir
@@ -74,9 +75,10 @@ def classes_document(classes: list[str], previous_version: str | None) -> dict:
 
 def remap_labels(run: Run) -> dict:
     """``classes.json`` for the run (``run.classes``), checked against the published one."""
-    if run.spec.task == "segmentation":
+    k = kind(run.spec.task)
+    if k.masks:
         return _segmentation_classes(run)
-    detection = run.spec.task == "detection"
+    detection = k.boxes
     given = run.spec.detection.classes if detection else None
     order = source_order(run) if detection else None
     if detection:
@@ -95,7 +97,8 @@ def remap_labels(run: Run) -> dict:
     else:
         classes = remap(names, previous, run.spec.labels.allow_renumbering, order)
     doc = classes_document(classes, prev_version)
-    storage.write_json(run.classes, {**doc, "task": "detection"} if detection else doc)
+    # a box kind's classes.json names its kind: its labels are arrays (format.validate)
+    storage.write_json(run.classes, {**doc, "task": k.name} if detection else doc)
     log.info("labels: %d classes (previous version: %s)", len(classes), prev_version or "none")
     return {"num_classes": len(classes), "based_on_version": prev_version}
 

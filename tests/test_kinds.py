@@ -4,7 +4,8 @@ from typing import get_args
 
 import pytest
 
-from recforge.spec import DatasetSpec, kinds
+from recforge import kinds
+from recforge.spec import DatasetSpec
 from recforge.spec.quality import CHECK_BY_NAME
 
 
