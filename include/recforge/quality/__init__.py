@@ -14,9 +14,13 @@ them):
   classes, ``.idx`` files, and a sample of records re-read from the ``.rec``;
 * ``frames.py`` — the pandas facts: cross-row facts (duplicates across splits, per-object
   accounting, class counts) computed as columns;
-* ``suites.py`` — the expectation plans, items 1-16 (items 6-10 on the loader benchmark's results,
-  14-15 and the boxes of item 3 on a detection dataset's objects);
-* ``gx.py`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts;
+* ``checks/`` — the checklist's items, one module each (a package; its docstring names them):
+  what a check plans as GX expectations, its observed line, its evidence and the report's
+  advice, in one table ordered as the spec's items;
+* ``suites.py`` — the expectation plans, items 1-16, by walking that table (items 6-10 on the
+  loader benchmark's results, which it turns into frames);
+* ``gx.py`` — running GX in an ephemeral context, building Data Docs, summarising the verdicts
+  (each check's observed line and evidence from its module);
   ``docs_site.py`` (standard library only, used by ``gx.py``) finishes the site: offline, a static
   index, warn-only suites shown as warnings;
 * ``gate.py`` — the entry points and :func:`enforce`;

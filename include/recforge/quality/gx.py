@@ -6,29 +6,30 @@ definitions, but each suite here runs on its own in-memory dataframe; so each
 once at the end. The context is ephemeral (no ``gx/`` folder): the suites are planned in
 :mod:`recforge.quality.suites`, the evidence lives in the Data Docs site. The helpers below
 turn GX's validation results into each check's status, one observed line and a few evidence
-lines, kept short so the result dict stays small.
+lines (the lines each check's own module gives, ``recforge.quality.checks``), kept short so
+the result dict stays small.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recforge.quality.checks import BY_NAME
+from recforge.quality.checks.base import MAX_EVIDENCE
 from recforge.quality.docs_site import TABLE_LEVEL, SuitePage, finish_site
-from recforge.spec.quality import CHECKS, EACH_SPLIT, QualitySpec
+from recforge.spec.quality import CHECKS, QualitySpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from recforge.quality.suites import Planned
+    from recforge.quality.checks import Planned
 
 log = logging.getLogger(__name__)
 
 SITE_NAME = "recforge"
-MAX_EVIDENCE = 5
 MAX_TEXT = 240  # characters per observed value or evidence line (the result stays small)
 SUITE_PREFIX = "checklist"
 # the column(s) that name a row in each frame: shown for unexpected rows in Data Docs (an
@@ -194,213 +195,18 @@ def _evidence_line(frame: str, df: pd.DataFrame, what: str, result) -> str:
 
 def _observed(name: str, frames: dict[str, pd.DataFrame], quality: QualitySpec,
               num_classes: int | None) -> str:
-    """One short, human line per check, true whether it passed or failed."""
-    rec = frames.get("records")
-    if name == "decode":
-        bad = int((rec["decode_status"] != "ok").sum())
-        checked = int(rec["rec_status"].notna().sum())
-        bad_rec = int((rec["rec_status"].notna() & (rec["rec_status"] != "ok")).sum())
-        return (f"{bad} of {len(rec)} not ok in the manifest; {bad_rec} of {checked} re-read "
-                "from the .rec failed")
-    if name == "index":
-        dup = int(rec.duplicated(["split", "key"]).sum())
-        order = int((rec["offset_gap"] < 0).sum())
-        mism = int((rec["offset"] != rec["idx_offset"]).sum()) if "idx_offset" in rec else "n/a"
-        s = frames["splits"]
-        counts = "; ".join(f"{r.split} {r.manifest_records:g}/{r.idx_entries:g}/"
-                           f"{r.summary_records:g}" for r in s.itertuples())
-        return (f"{dup} duplicate keys, {order} offsets out of order, {mism} .idx mismatches; "
-                f"manifest/idx/summary: {counts}")
-    if name == "labels" and "objects" in frames:
-        return _observed_boxes(rec, frames["objects"], num_classes)
-    if name == "labels":
-        import pandas as pd
-
-        lab = pd.to_numeric(rec["label"], errors="coerce")
-        bad = int((~rec["label_is_integer"]).sum())
-        if num_classes:
-            bad += int(((lab < 0) | (lab >= num_classes)).sum())
-        wrong = int((rec["class_name"] != rec["expected_class_name"]).sum()) \
-            if "expected_class_name" in rec else 0
-        return (f"{bad} labels outside the integers [0, {num_classes}); {wrong} class names "
-                "disagree with classes.json")
-    if name == "image_size":
-        if rec.empty:
-            return "no records"
-        ch = sorted(int(c) for c in rec["channels"].dropna().unique())
-        return (f"short side {rec['short_side'].min():g}..{rec['short_side'].max():g}, "
-                f"height {rec['height'].min():g}..{rec['height'].max():g}, width "
-                f"{rec['width'].min():g}..{rec['width'].max():g}, channels {ch}")
-    if name == "sources":
-        src = frames["sources"]
-        if src.empty:
-            return "no source manifest and no summary.json"
-        if "listed_total" in src:
-            r = src.iloc[0]
-            return (f"listed {r['listed_total']} (summary.json) vs packed {r['packed']} + "
-                    f"quarantined {r['quarantined']} + used or not used {r['used']}")
-        lost = int((src["accounted"] == 0).sum())
-        twice = int((src["accounted"] > 1).sum())
-        unlisted = int((~src["listed"]).sum())
-        used = int(src["used"].sum()) if "used" in src else 0
-        not_used = int(src["not_used"].sum()) if "not_used" in src else 0
-        return (f"listed {int(src['listed'].sum())}, packed {int(src['packed'].sum())}, "
-                f"quarantined {int(src['quarantined'].sum())}"
-                + (f", {used} annotation files used" if used else "")
-                + (f", {not_used} not used (set aside, not bad data)" if not_used else "")
-                + f"; {lost} unaccounted, {twice} counted twice, {unlisted} not listed")
-    if name == "class_balance":
-        return _observed_balance(frames["classes"], quality)
-    if name == "class_name_case":
-        return _observed_case(frames["class_names"])
-    if name == "split_keys":
-        n = int(rec.loc[rec["source_key_splits"] > 1, "source_key"].nunique())
-        return f"{n} source keys in more than one split"
-    if name == "split_content":
-        n = len(rec.loc[rec["content_splits"] > 1, ["sha_hi", "sha_lo"]].drop_duplicates())
-        return f"{n} identical images (SHA-256) in more than one split"
-    if name == "near_duplicates":
-        hits = rec["near_dup_bits"].dropna()
-        closest = f", closest {hits.min():g} bits" if len(hits) else ""
-        return (f"{len(hits)} records with a near-duplicate in another split "
-                f"(<= {quality.near_duplicate_hamming} bits){closest}")
-    if name == "masks":
-        missing = int(rec["mask_record_key"].isna().sum())
-        size = int((rec["mask_size_ok"] == False).sum())  # noqa: E712  (None = no mask)
-        key = int((rec["mask_record_key"].notna() & (rec["mask_record_key"] != rec["key"])).sum())
-        return f"{missing} missing masks, {size} size mismatches, {key} key mismatches"
-    if name == "objects_per_image":
-        n = rec["label_objects"].dropna()
-        if n.empty:
-            return "no records with a readable label"
-        empty = int((n == 0).sum())
-        return (f"objects per image {n.min():g}..{n.max():g} (mean {n.mean():.2f}); {empty} of "
-                f"{len(n)} images without an object ({empty / len(n):.1%}, at most "
-                f"{quality.max_empty_share:.1%})")
-    if name == "box_size":
-        obj = frames["objects"]
-        side, aspect = obj["box_min_side_px"].dropna(), obj["aspect"].dropna()
-        if side.empty:
-            return "no valid boxes"
-        a = quality.max_box_aspect
-        tiny = int((side < quality.min_box_side_px).sum())
-        wide = int(((aspect < 1 / a) | (aspect > a)).sum())
-        return (f"{tiny} of {len(side)} boxes under {quality.min_box_side_px:g} px "
-                f"({tiny / len(side):.1%}), {wide} with aspect beyond {a:g} "
-                f"({wide / len(side):.1%}); at most {quality.max_tiny_box_share:.1%} each; "
-                f"smallest side {side.min():.3g} px")
-    lb, lsum = frames.get("loader_batches"), frames.get("loader")
-    if name == "loader_dtype":
-        return (f"{len(lb)} batches; types {sorted(lb['type'].dropna().unique())}, dtypes "
-                f"{sorted(lb['dtype'].dropna().unique())}")
-    if name == "loader_range":
-        return f"values {lb['min'].min():g}..{lb['max'].max():g}"
-    if name == "loader_shape":
-        return (f"sample shapes {sorted(lb['sample_shape'].dropna().unique())}, batch sizes "
-                f"{sorted({s[0] for s in lb['shape'].dropna()})}")
-    if name == "gpu_memory":
-        return f"peak {lsum['gpu_mem_peak_mb'].iloc[0]:g} MB"
-    if name == "loader_throughput":
-        return _observed_throughput(lsum, quality)
-    return ""
-
-
-def _observed_throughput(lsum: pd.DataFrame, quality: QualitySpec) -> str:
-    """Item 10's line: the rate against the floor the expectation holds it to."""
-    from recforge.quality.suites import loader_floor
-
-    ips, mbs = lsum["images_per_sec"].iloc[0], lsum["read_mb_per_sec"].iloc[0]
-    floor = loader_floor(quality.loader.min_images_per_sec, lsum["floor_images_per_sec"].iloc[0])
-    return (f"{ips:.1f} images/s" + (f" (floor {floor:g})" if floor else "") + ", "
-            + ("read bandwidth not measured" if math.isnan(mbs) else f"{mbs:.1f} MB/s read"))
-
-
-def _observed_case(class_names: pd.DataFrame) -> str:
-    """Item 16's line: the groups of class names that differ only by case."""
-    from recforge.quality.frames import case_twins
-
-    groups = case_twins(list(class_names["class_name"]))
-    if not groups:
-        return f"{len(class_names)} class names, none equal to another but for case"
-    return (f"{len(groups)} group(s) of class names that differ only by case: "
-            + "; ".join(" / ".join(g) for g in groups))
-
-
-def _observed_balance(cls: pd.DataFrame, quality: QualitySpec) -> str:
-    """Item 11's line: smallest/largest class, of the worst split when each split is
-    checked on its own (``class_balance_split: each``)."""
-    if cls.empty:
-        return "no classes"
-
-    def line(part: pd.DataFrame, where: str) -> str:
-        lo, hi = part.loc[part["count"].idxmin()], part.loc[part["count"].idxmax()]
-        return (f"smallest/largest {where} = {part['ratio_to_largest'].min():.3f} "
-                f"({lo['class_name']} {lo['count']:g} / {hi['class_name']} {hi['count']:g} "
-                f"{lo['unit']})")
-
-    if quality.class_balance_split != EACH_SPLIT:
-        split = cls["split"].iloc[0]
-        return line(cls, f"in {split}" if isinstance(split, str) else "in all splits")
-    worst = cls.loc[cls["ratio_to_largest"].idxmin(), "split"]
-    ratios = cls.groupby("split", sort=False)["ratio_to_largest"].min()
-    return (line(cls[cls["split"] == worst], f"in {worst} (the worst split)") + "; per split "
-            + ", ".join(f"{s} {r:.3f}" for s, r in ratios.items()))
-
-
-def _observed_boxes(rec: pd.DataFrame, obj: pd.DataFrame, num_classes: int | None) -> str:
-    """Item 3's line for detection: records whose label array is malformed, objects whose
-    class or box is not valid."""
-    import numpy as np
-
-    layout = (rec["label_values"].notna() & rec["label_objects"].isna()) \
-        | ~rec["label_padding_ok"].astype(bool)
-    size = (rec["label_width"] != rec["width"]) | (rec["label_height"] != rec["height"])
-    bad_layout = int(layout.sum())
-    bad_size = int((size & rec["label_objects"].notna()).sum())
-    cls = obj["class_id"].to_numpy(np.float32)
-    bad_cls = ~(cls == np.floor(cls)) | (cls < 0)
-    if num_classes:
-        bad_cls |= cls >= num_classes
-    bad_box = int(obj["box_min_side_px"].isna().sum())
-    return (f"{bad_layout} of {len(rec)} label arrays malformed, {bad_size} with another image "
-            f"size; {int(bad_cls.sum())} of {len(obj)} objects with a class id outside "
-            f"[0, {num_classes}), {bad_box} with a box not inside [0, 1] with xmin < xmax "
-            "and ymin < ymax")
+    """One short, human line per check, true whether it passed or failed (its module's)."""
+    c = BY_NAME.get(name)
+    return c.observed(frames, quality, num_classes) if c is not None else ""
 
 
 def _special_evidence(name: str, frames: dict[str, pd.DataFrame]) -> list[str]:
-    """Pairs are better evidence than rows for the split checks."""
-    rec = frames.get("records")
-    if rec is None:
+    """A check's own evidence lines (pairs are better evidence than rows for the split
+    checks), before GX's unexpected rows."""
+    c = BY_NAME.get(name)
+    if frames.get("records") is None or c is None:
         return []
-    out: list[str] = []
-    if name == "split_content":
-        dup = rec[rec["content_splits"] > 1].groupby(["sha_hi", "sha_lo"])
-        for (hi, _), g in list(dup)[:MAX_EVIDENCE]:
-            out.append(f"sha256 {int(hi):016x}"[:19] + "…: " + ", ".join(
-                f"{r.record} ({r.source_key})" for r in g.itertuples()))
-    elif name == "near_duplicates" and "near_dup_bits" in rec:
-        hits = rec[rec["near_dup_bits"].notna()].sort_values("near_dup_bits")
-        seen = set()
-        for r in hits.itertuples():
-            pair = tuple(sorted([r.record, r.near_dup_of.split(" ")[0]]))
-            if pair in seen:
-                continue
-            seen.add(pair)
-            out.append(f"{r.record} ({r.source_key}) ~ {r.near_dup_of}: "
-                       f"{r.near_dup_bits:g} bits")
-            if len(out) == MAX_EVIDENCE:
-                break
-    elif name == "class_name_case":
-        from recforge.quality.frames import case_twins
-
-        for group in case_twins(list(frames["class_names"]["class_name"]))[:MAX_EVIDENCE]:
-            out.append(" / ".join(group) + ": one class each, differing only by case; "
-                       "labels.case: lower makes them one class")
-    elif name == "split_keys":
-        for key, g in list(rec[rec["source_key_splits"] > 1].groupby("source_key"))[:MAX_EVIDENCE]:
-            out.append(f"{key}: in " + ", ".join(g["record"]))
-    return [s[:MAX_TEXT] for s in out]
+    return [s[:MAX_TEXT] for s in c.evidence(frames)]
 
 
 def summarise_checks(frames, plans, results, not_run, quality, num_classes, skip=()) -> dict:

@@ -53,7 +53,7 @@ CHECKS: tuple[Check, ...] = (
 CHECK_BY_NAME = {c.name: c for c in CHECKS}
 LOADER_CHECKS = ("loader_dtype", "loader_range", "loader_shape", "gpu_memory",
                  "loader_throughput")
-DETECTION_CHECKS = ("objects_per_image", "box_size")  # run for task: detection only
+# the checks of only some task kinds are named in their Kind.checks (recforge.kinds)
 # quality.class_balance_split: every split checked on its own
 EACH_SPLIT = "each"
 
