@@ -20,7 +20,8 @@ from recforge.format import detection_label, recordio
 from recforge.report import build_report, render_record
 from recforge.report.charts import histogram
 from recforge.report.images import REFUSED_RGB, box_colors
-from recforge.report.page import BOX_SAMPLES_PER_CLASS, sections_for
+from recforge.report.sections import sections_for
+from recforge.report.sections.box_samples import BOX_SAMPLES_PER_CLASS
 from tests.report.test_report import Page
 
 W, H = 160, 120  # every stored image
@@ -140,7 +141,7 @@ def _edge_pixels(img: np.ndarray, box, step: int = 1) -> list:
 
 def test_a_detection_report_has_its_sections_and_object_counts(built):
     _, _, text, page = built
-    assert {sid for sid, _ in sections_for(False)} <= page.ids and "masks" not in page.ids
+    assert {s.sid for s in sections_for("detection")} <= page.ids and "masks" not in page.ids
     assert page.summary["task"] == "detection"
     # 9 objects in 7 images, one difficult; one negative; the refused object with its reason
     assert page.summary["objects"] == "9 in 7 images, 1 of them difficult"

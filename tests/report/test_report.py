@@ -15,9 +15,11 @@ from PIL import Image
 from recforge import pipeline, storage
 from recforge.cli import main
 from recforge.report import build_report, render_record
-from recforge.report.page import sections_for
+from recforge.report.sections import sections_for
 from tests.common.helpers import jpeg
 from tests.common.sources import BAD, make_source, make_spec
+
+pytestmark = pytest.mark.pipeline  # whole builds, two in one module fixture: a slow tier
 
 
 class Page(HTMLParser):
@@ -100,7 +102,7 @@ def test_every_version_publishes_a_self_contained_report(two_versions, tmp_path)
     assert uri == f"{first['publish']['uri']}/report.html"
     text = storage.get_bytes(uri).decode("utf-8")
     page = Page(text)
-    assert {sid for sid, _ in sections_for(False)} <= page.ids
+    assert {s.sid for s in sections_for("classification")} <= page.ids
     assert "masks" not in page.ids  # a classification dataset has no Masks section
     # nothing leaves the machine: every image is inline, every link relative or an anchor
     assert page.imgs and all(src.startswith("data:image/") for src in page.imgs)
@@ -282,7 +284,7 @@ def test_report_of_a_prefix_without_records_names_the_fix(tmp_path):
 
 def test_coalesced_thumbnail_reads_render_the_same_page(two_versions, tmp_path, monkeypatch):
     """The thumbnails are read in a few coalesced GETs; the page equals one GET each."""
-    from recforge.report import page as page_mod
+    from recforge.report.records import Records
 
     _, _, second = two_versions
     prefix = second["publish"]["uri"]
@@ -293,7 +295,7 @@ def test_coalesced_thumbnail_reads_render_the_same_page(two_versions, tmp_path, 
     coalesced = build_report(prefix, tmp_path / "a.html").read_bytes()
     n_coalesced = len(calls)
     calls.clear()
-    monkeypatch.setattr(page_mod._Records, "prefetch", lambda self, records: None)
+    monkeypatch.setattr(Records, "prefetch", lambda self, records: None)
     one_each = build_report(prefix, tmp_path / "b.html").read_bytes()
     assert coalesced == one_each
     assert n_coalesced < len(calls)

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.format import names
 from recforge.orchestration.docs import dag_doc
 from recforge.quality import run_and_upload
@@ -136,7 +136,7 @@ def built(bucket, tmp_path):
                                    "class_balance_min_ratio": 0.6},
                        "pack": {"resize": 32, "shard_size": 8}})
     run = build(spec, "r1")
-    result = run_and_upload(run.out, spec.quality, docs_uri=run.quality_docs,
+    result = run_and_upload(run_state.out(run), spec.quality, docs_uri=run_state.quality_docs(run),
                             source_manifest=run.source_manifest, pack=spec.pack,
                             task=spec.task, dataset=spec.name, run_name=run.run_id)
     return spec, run, result, copy
@@ -145,13 +145,13 @@ def built(bucket, tmp_path):
 def report_of(spec, run, tmp_path) -> Page:
     about = {"dataset": spec.name, "version": "v1", "run_id": run.run_id, "task": spec.task,
              "spec": spec.public_dump(), "uri": f"{spec.publish.uri}/pets/v1", "blocked": []}
-    path = build_report(run.out, tmp_path / "report.html", about=about)
+    path = build_report(run_state.out(run), tmp_path / "report.html", about=about)
     return Page(path.read_text(encoding="utf-8"))
 
 
 def test_official_splits_build_passes_with_warnings_naming_both_keys(built, tmp_path):
     spec, run, result, (train_key, val_key) = built
-    records = list(storage.iter_jsonl(storage.join(run.out, names.RECORDS)))
+    records = list(storage.iter_jsonl(storage.join(run_state.out(run), names.RECORDS)))
     where = {r["source_key"]: r["split"] for r in records}
     assert where == {**{f"train/{c}/{i}.jpg": "train" for c in CLASSES for i in range(3)},
                      "val/cat/v0.jpg": "val", "val/dog/v1.jpg": "val", val_key: "val"}
@@ -173,7 +173,7 @@ def test_official_splits_build_passes_with_warnings_naming_both_keys(built, tmp_
     assert page.summary["splits"] == (
         "from the source: split folders, <prefix>/<split folder>/<class>/… (train: train/, "
         "training/; val: val/, validation/, valid/; test: test/, testing/)")
-    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    summary = storage.read_json(storage.join(run_state.out(run), names.SUMMARY))
     assert summary["listed"] == summary["packed"] + summary["quarantined"] + \
         summary.get("not_used", 0) == 9
     assert page.summary["listed = packed + quarantined + not used"] == (
@@ -189,7 +189,7 @@ def test_official_splits_build_passes_with_warnings_naming_both_keys(built, tmp_
 
 def test_the_report_shows_class_counts_per_split(built, tmp_path):
     spec, run, _, _ = built
-    html = build_report(run.out, tmp_path / "r.html", about={
+    html = build_report(run_state.out(run), tmp_path / "r.html", about={
         "spec": spec.public_dump(), "uri": "x", "blocked": []}).read_text(encoding="utf-8")
     table = html[html.index("records per class and split</h3>"):]
     cells = re.findall(r"<t[dh](?: [^>]*)?>(.*?)</t[dh]>", table[:table.index("</table>")])
@@ -202,13 +202,13 @@ def test_the_report_lists_objects_set_aside(built, tmp_path):
     segmentation files): the counts add up with them, and the quarantine section lists
     them apart from the quarantined."""
     spec, run, _, _ = built
-    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    summary = storage.read_json(storage.join(run_state.out(run), names.SUMMARY))
     summary.update(listed=summary["listed"] + 2, not_used=2,
                    not_used_by_reason={"not_in_image_set": 2})
-    storage.write_json(storage.join(run.out, names.SUMMARY), summary)
+    storage.write_json(storage.join(run_state.out(run), names.SUMMARY), summary)
     rows = [{"key": "val/owl/a.jpg", "reason": "not_in_image_set", "detail": "in no list"},
             {"key": "val/owl/b.jpg", "reason": "not_in_image_set", "detail": "in no list"}]
-    storage.put_bytes(storage.join(run.out, names.NOT_USED),
+    storage.put_bytes(storage.join(run_state.out(run), names.NOT_USED),
                       "".join(json.dumps(r) + "\n" for r in rows).encode())
     page = report_of(spec, run, tmp_path)
     text = " ".join(page.text)

@@ -11,6 +11,7 @@ from itertools import islice
 
 from recforge import storage
 from recforge.format import names
+from recforge.kinds import KINDS, Kind, kind, kind_of
 from recforge.report.objects import Objects, label_objects
 
 # the record columns the report uses; the rest of records.jsonl is not kept in memory
@@ -34,18 +35,21 @@ class ReportInputs:
     splits: list[str] = field(default_factory=list)
 
     @property
-    def segmentation(self) -> bool:
-        return "ignore_index" in self.classes or any("mask_offset" in r for r in self.records)
-
-    @property
-    def detection(self) -> bool:
-        return self.classes.get("task") == "detection" or \
-            (self.manifest or {}).get("task") == "detection"
+    def kind(self) -> Kind:
+        """The dataset's task kind (``recforge.kinds``): the one ``classes.json`` or the manifest
+        names. Where neither names one (a run's ``out/`` holds no manifest, and only boxes
+        are named in ``classes.json``), records paired with masks, or classes naming an
+        ignore index, make it the kind with masks."""
+        named = kind_of(self.classes, self.manifest)
+        if named == kind(None) and ("ignore_index" in self.classes
+                                    or any("mask_offset" in r for r in self.records)):
+            return next(k for k in KINDS.values() if k.masks)
+        return named
 
     @cached_property
     def objects(self) -> Objects | None:
-        """Every record's boxes in one array (detection only; computed once)."""
-        return Objects.of(self.records) if self.detection else None
+        """Every record's boxes in one array (kinds whose labels are boxes; computed once)."""
+        return Objects.of(self.records) if self.kind.boxes else None
 
     @property
     def class_names(self) -> list[str]:
@@ -91,14 +95,15 @@ def content_of(row: dict) -> str | None:
     return full[:16] if full else None
 
 
-def read_records(prefix: str, detection: bool = False) -> list[Record]:
+def read_records(prefix: str, boxes: bool = False) -> list[Record]:
     """``records.jsonl`` streamed line by line, keeping only the report's columns (and the
-    source fingerprint as ``content``). ``detection``: each label list (4 + 6 floats an
-    object) is kept as a float32 ``array``, a sixth of the memory of a list of floats."""
+    source fingerprint as ``content``). ``boxes`` (detection labels): each label list (4 + 6
+    floats an object) is kept as a float32 ``array``, a sixth of the memory of a list of
+    floats."""
     out = []
     for row in storage.iter_jsonl(storage.join(prefix, names.RECORDS)):
         row["content"] = content_of(row)
-        if detection and isinstance(row.get("label"), list):
+        if boxes and isinstance(row.get("label"), list):
             row["label"] = array("f", row["label"])
         out.append(Record(row))
     return out
@@ -127,8 +132,7 @@ def load(prefix: str) -> ReportInputs:
     quality_result = storage.join(names.QUALITY_DIR, names.QUALITY_RESULT)
     classes = _optional_json(prefix, names.CLASSES, present) or {}
     manifest = _optional_json(prefix, names.MANIFEST, present)
-    detection = classes.get("task") == "detection" or (manifest or {}).get("task") == "detection"
-    records = read_records(prefix, detection)
+    records = read_records(prefix, kind_of(classes, manifest).boxes)
     return ReportInputs(
         prefix=prefix, records=records,
         summary=_optional_json(prefix, names.SUMMARY, present) or {},
