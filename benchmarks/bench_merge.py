@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.dev.scale import bench_spec, local_run, stage_shards
 from recforge.dev.scale import stage_local as stage_local_run
 from recforge.format import names, recordio
@@ -72,7 +72,7 @@ def s3_section(args) -> None:
         merge.merge(run)
         rows.append(("composed (UploadPartCopy)", time.perf_counter() - started,
                      storage.transferred().minus(before)))
-        same = (storage.get_bytes(run.output("train.rec"))
+        same = (storage.get_bytes(run_state.output(run, "train.rec"))
                 == storage.get_bytes(storage.join(run.uri("old-out"), "train.rec")))
         print(f"  {'merge':<38} {'seconds':>8} {'MB down':>9} {'.rec MB down':>13} "
               f"{'MB up':>8}")

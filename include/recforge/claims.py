@@ -5,7 +5,8 @@ folder is invisible to readers and belongs to the run whose claim the store kept
 with ``If-None-Match: *``, so of two runs choosing one version exactly one gets it, before
 either has written anything there. Merge claims the version it composes the splits into
 (one server-side pass per version: publish then moves no dataset bytes), and publish claims
-it again, which resumes this run's own claim.
+it again, which resumes this run's own claim. Both go through :func:`claim_version`, the one
+sequence: no version with a manifest, the store's conditional writes proved, then the claim.
 
 A claim says when its run was last alive (``alive_at``): each stage between merge and
 publish touches it. A folder without a manifest whose claim has not been touched for
@@ -21,12 +22,17 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from recforge import releases, storage
+from recforge import releases, run_state, storage
 from recforge.errors import VersionExistsError
 from recforge.format import names
+
+if TYPE_CHECKING:
+    from recforge.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
 # > the longest stage between merge and publish (the checklist's timeout at 10 M records is
@@ -52,6 +58,34 @@ def _now() -> str:
 def _write(uri: str, doc: dict, **conditions) -> None:
     with storage.unrecorded():
         storage.write_json(uri, doc, **conditions)
+
+
+class Claimed(NamedTuple):
+    """What :func:`claim_version` found: the version folder, its manifest where the run
+    itself already published it (then nothing was claimed), and what ``prepare`` returned."""
+    target: str
+    manifest: dict | None
+    prepared: Any = None
+
+
+def claim_version(run_id: str, spec: DatasetSpec, version: str, *, own_published: bool = False,
+                  prepare: Callable[[], Any] | None = None) -> Claimed:
+    """Own ``version``'s folder for ``run_id``, in order: a version with a manifest is never
+    written into (``VersionExistsError``; with ``own_published``, one this run published is
+    returned as it is, claiming nothing); ``prepare()`` (what the caller checks before
+    anything is written); the proof that the store honours conditional writes (unless the
+    spec sets ``publish.conditional_writes: unchecked``); then :func:`claim`."""
+    target = releases.version_uri(spec, version)
+    manifest = releases.read_manifest(target)
+    if manifest is not None:
+        if own_published and manifest.get("run_id") == run_id:
+            return Claimed(target, manifest)
+        raise exists_error(target, manifest.get("run_id"))
+    prepared = prepare() if prepare else None
+    if spec.publish.conditional_writes == "required":
+        storage.prove_conditional_writes(spec.publish.uri)
+    claim(run_id, target)
+    return Claimed(target, None, prepared)
 
 
 def claim(run_id: str, target: str) -> None:
@@ -116,8 +150,8 @@ def _held_by(run_id: str, target: str, found: tuple[bytes, str] | None) -> dict:
 def keep_alive(run) -> None:
     """Touch ``run``'s (a ``recforge.run.Run``) claim of the version folder merge composed
     into, if it did (each stage between merge and publish calls this first)."""
-    if run.out_version is not None:
-        touch(run.run_id, run.out)
+    if run_state.out_version(run) is not None:
+        touch(run.run_id, run_state.out(run))
 
 
 def release(run_id: str, target: str) -> int:

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
-from recforge import stages
+from recforge import run_state, stages
 from recforge.progress import Progress, quiet_worker
 from recforge.run import Run, new_run_id
 from recforge.spec import DatasetSpec
@@ -68,6 +68,40 @@ def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> l
                         "limit); running the %d unfinished shards again, each image decoded "
                         "in a child process", len(jobs) - len(results))
     return [results[k] for k in range(len(jobs))]
+
+
+def run_shards(jobs: list, workers: int | None, later: tuple[str, ...], warmed: bool,
+               progress: Progress) -> tuple[list[dict], bool]:
+    """Each job's ``_shard_stages``, results in job order: in this thread where one worker
+    runs them (no warm-up: these stages import in this thread meanwhile), else in a pool
+    (:func:`shards_in_pool`) with ``later``'s imports started beside it on a spare core,
+    unless ``warmed`` already. Returns the results and whether the imports were started."""
+    n = workers or max(1, min(os.cpu_count() or 1, len(jobs)))
+    if n == 1:
+        done = []
+        for j in jobs:
+            done.append(_shard_stages(j))
+            progress.update()
+        return done, warmed
+    warming = None
+    # only on a spare core: with every core packing, the imports would slow the shards
+    # down by as much as they save later
+    spare = (os.cpu_count() or 1) > n
+
+    def submitted() -> None:
+        # the workers exist now (with fork the first submit starts them all; spawn and
+        # forkserver never fork this process), and this thread only waits for them: the
+        # one time the imports race nothing
+        nonlocal warming, warmed
+        if not warmed and spare:
+            warming, warmed = warm_imports(later), True
+
+    try:
+        done = shards_in_pool(jobs, n, submitted, progress)
+    finally:  # two threads importing one package with import cycles (GX has them) can
+        if warming is not None:  # see it half-initialised
+            warming.join()
+    return done, warmed
 
 
 def warm_beside(rest: list[stages.Stage]) -> threading.Thread | None:
@@ -179,7 +213,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
               slots=workers or os.cpu_count())
     log.info("build %s: run %s, staging %s", spec.name, run.run_id, run.staging)
     result: dict = {"run_id": run.run_id, "staging": run.staging}
-    version = run.published_version()
+    version = run_state.published_version(run)
     if version:  # killed before latest.json, or run twice: finish, report
         return {**result, **finish_published(run, version)}
     plan = stages.stages_for(spec.task)
@@ -196,33 +230,9 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             # in the pack tasks' order, largest first: the pool hands each worker the next
             shards = [s for t in result["split"]["pack_tasks"] for s in t]
             jobs = [(spec, run.run_id, tuple(task_ids), s) for s in shards]
-            n = workers or max(1, min(os.cpu_count() or 1, len(jobs)))
             shards_done = Progress("+".join(task_ids), len(jobs), log, unit="shards")
-            if n == 1:  # no warm-up: these stages import in this thread meanwhile
-                done = []
-                for j in jobs:
-                    done.append(_shard_stages(j))
-                    shards_done.update()
-            else:
-                warming = None
-                # only on a spare core: with every core packing, the imports would slow
-                # the shards down by as much as they save later
-                spare = (os.cpu_count() or 1) > n
-
-                def submitted(later=tuple(m for st in plan[i:] for m in st.imports),
-                              spare=spare):
-                    # the workers exist now (with fork the first submit starts them all;
-                    # spawn and forkserver never fork this process), and this thread only
-                    # waits for them: the one time the imports race nothing
-                    nonlocal warming, warmed
-                    if not warmed and spare:
-                        warming, warmed = warm_imports(later), True
-
-                try:
-                    done = shards_in_pool(jobs, n, submitted, shards_done)
-                finally:  # two threads importing one package with import cycles (GX
-                    if warming is not None:  # has them) can see it half-initialised
-                        warming.join()
+            done, warmed = run_shards(jobs, workers, tuple(
+                m for st in plan[i:] for m in st.imports), warmed, shards_done)
             shards_done.close()
             for t in task_ids:
                 result[t] = [d[t] for d in done]
@@ -233,7 +243,7 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
         task_id = plan[i].task_id
         i += 1
         if task_id == "publish" and dry_run:
-            log.info("dry run: not publishing; the dataset stays in %s", run.out)
+            log.info("dry run: not publishing; the dataset stays in %s", run_state.out(run))
             result["publish"] = None
             continue
         # the benchmark runs beside this stage and the next (validate and the checklist):

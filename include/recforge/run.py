@@ -16,7 +16,11 @@ it wrote before (idempotent). Layout under ``<staging>/<dag_id>/<run_id>/``::
                           (the files each stage wrote into the merged dataset)
     publish/version.json  the version name this run chose (retries reuse it)
 
-The merged dataset is written where it will be published (:attr:`Run.out`): merge claims
+A ``Run`` only names: it reads and writes nothing (making one does no I/O). What the run
+chose and recorded there (its version, where the dataset lives, what each stage wrote) is
+read and written by ``recforge.run_state``.
+
+The merged dataset is written where it will be published (``run_state.out``): merge claims
 the version folder (``recforge.claims``) and composes the splits straight into it, so a
 version costs one server-side pass over its bytes; the folder stays invisible until
 publish writes its manifest. Publish checks exactly the files the ``checksums.json``
@@ -27,14 +31,12 @@ run: ``<staging>/cache/<dataset>/`` (:func:`cache_uri`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from recforge import releases, storage
+from recforge import storage
 from recforge.errors import SpecError
 from recforge.format import names
 from recforge.spec import DatasetSpec
@@ -97,7 +99,6 @@ class Run:
     slots: int | None = None  # pack tasks that run at once (pack.shard_size: auto sizes for it)
     force_rebuild: bool = False  # build and publish even when nothing changed
     dry_run: bool = False  # stop before publish: the merged dataset stays in staging out/
-    _home: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
         safe_run_id(self.run_id)  # a run id naming no folder of its own fails before any I/O
@@ -192,79 +193,16 @@ class Run:
 
     @property
     def home(self) -> str:
+        """Where merge records the dataset's home: the version folder it claimed, or None
+        for staging ``out/`` (read and written by ``recforge.run_state``)."""
         return self.uri("merge", "home.json")
 
-    def set_out(self, version: str | None) -> None:
-        """Record where merge writes the dataset: ``version``'s folder (claimed), or staging
-        ``out/`` (None)."""
-        storage.write_json(self.home, {"version": version})
-        self._home.update(version=version)
-
     @property
-    def out_version(self) -> str | None:
-        """The version whose folder :attr:`out` is (merge claimed it), or None."""
-        if "version" not in self._home and storage.exists(self.home):
-            self._home.update(storage.read_json(self.home))
-        return self._home.get("version")
-
-    @property
-    def out(self) -> str:
-        """Where the merged dataset lives, exactly as it will be published: the version
-        folder merge claimed, or staging ``out/`` (a dry run; before merge)."""
-        version = self.out_version
-        return releases.version_uri(self.spec, version) if version else self.uri("out")
-
-    def output(self, name: str) -> str:
-        return storage.join(self.out, name)
-
-    @property
-    def quality_docs(self) -> str:
-        """Where the checklist's Data Docs land (in the dataset, so they are published)."""
-        return storage.join(self.out, names.QUALITY_DIR)
+    def version_choice(self) -> str:
+        """The version name this run publishes under, once chosen (``recforge.run_state``)."""
+        return self.uri("publish", "version.json")
 
     def checksums(self, stage: str) -> str:
         """The ``checksums.json`` of what ``stage`` wrote into the merged dataset
         (``<stage>/checksums.json`` in staging: never in the version folder itself)."""
         return self.uri(stage, names.CHECKSUMS)
-
-    @contextlib.contextmanager
-    def recording_outputs(self, stage: str, checked: dict | None = None) -> Iterator[dict]:
-        """Record what the block writes into ``out/`` (sizes, SHA-256s, ETags) as ``stage``'s
-        ``checksums.json``, written when the block succeeds. The earlier attempt's record is
-        deleted first, so a killed attempt leaves none for publish to trust. ``checked``,
-        filled by the block: ``{file: SHA-256}`` of other stages' outputs its own outputs
-        describe (publish refuses when they changed since)."""
-        record = self.checksums(stage)
-        if storage.exists(record):
-            storage.delete(record)
-        with storage.record_writes(self.out) as written:
-            yield written
-        storage.write_json(record, {"files": written, **({"checked": checked} if checked
-                                                         else {})})
-
-    def version(self) -> str:
-        """The version name this run publishes under: chosen once, kept in staging, so the
-        benchmark, the checklist and a retried publish all name the same version."""
-        chosen = self.uri("publish", "version.json")
-        if storage.exists(chosen):
-            return storage.read_json(chosen)["version"]
-        content = storage.read_json(self.content) if storage.exists(self.content) else {}
-        version = new_version(run_id=self.run_id, content_id=content.get("content_id"))
-        storage.write_json(chosen, {"version": version})
-        return version
-
-    def published_version(self) -> str | None:
-        """The version this run already published (its chosen version holds a manifest
-        naming this run), else None: a re-run of such a run only finishes its publish
-        (``latest.json``), and never writes into the published folder again."""
-        chosen = self.uri("publish", "version.json")
-        if self.dry_run or not storage.exists(chosen):
-            return None
-        version = storage.read_json(chosen)["version"]
-        manifest = releases.read_manifest(releases.version_uri(self.spec, version))
-        return version if manifest and manifest.get("run_id") == self.run_id else None
-
-    def pin_version(self, version: str) -> str:
-        """Choose ``version`` explicitly (replaces an earlier choice)."""
-        storage.write_json(self.uri("publish", "version.json"), {"version": version})
-        return version

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recforge import quarantine, storage
+from recforge import quarantine, run_state, storage
 from recforge.format import names
 from recforge.segmentation.pairs import PairRule, pair_by_rule
 from recforge.spec.dataset import SplitSpec
@@ -22,30 +22,30 @@ def test_ade20k_as_shipped_keeps_its_official_splits_and_exact_masks(bucket):
     mini.upload(spec.source.uri, objects)
     run = mini.build(spec, "ade")  # validate passed: it raises on a failure
 
-    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    summary = storage.read_json(storage.join(run_state.out(run), names.SUMMARY))
     assert summary["listed"] == len(objects) == 12
     assert summary["listed"] == summary["packed"] + summary["quarantined"] + \
         summary.get("not_used", 0)
     assert summary["quarantined"] == 0
-    assert quarantine.loads(storage.get_bytes(storage.join(run.out, "quarantine.jsonl"))) == []
+    assert quarantine.loads(storage.get_bytes(run_state.output(run, "quarantine.jsonl"))) == []
     assert summary["splits"] == {"train": 3, "val": 2}
     assert summary["not_used_by_reason"] == {"documentation": 2}
     assert {r["key"]: r["reason"] for r in
-            storage.iter_jsonl(storage.join(run.out, names.NOT_USED))} == {
+            storage.iter_jsonl(storage.join(run_state.out(run), names.NOT_USED))} == {
         "objectInfo150.txt": "documentation", "sceneCategories.txt": "documentation"}
 
-    records = list(storage.iter_jsonl(storage.join(run.out, names.RECORDS)))
+    records = list(storage.iter_jsonl(storage.join(run_state.out(run), names.RECORDS)))
     official = {"training": "train", "validation": "val"}
     assert {r["source_key"]: r["split"] for r in records} == {
         key: official[key.split("/")[1]] for key in truth}
     for split in ("train", "val"):
-        masks = mini.packed_masks(run.out, split)
+        masks = mini.packed_masks(run_state.out(run), split)
         assert len(masks) == summary["splits"][split]
         for key, mask in masks.items():
             expected = mini.ade20k_train_ids(truth[key])
             np.testing.assert_array_equal(mask, expected)
             assert set(np.unique(expected)) == {255, 0, 1, 2, 149}
-    classes = storage.read_json(storage.join(run.out, names.CLASSES))
+    classes = storage.read_json(storage.join(run_state.out(run), names.CLASSES))
     assert classes["num_classes"] == 150 and classes["ignore_index"] == 255
     assert classes["classes"][0] == "id_1" and classes["classes"][-1] == "id_150"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recforge import layouts, quarantine, storage
+from recforge import layouts, quarantine, run_state, storage
 from recforge.errors import SpecError
 from recforge.format import names
 from recforge.segmentation.pairs import PairRule, pair_by_rule
@@ -38,25 +38,25 @@ def test_cityscapes_as_shipped_keeps_its_official_splits_and_exact_masks(bucket)
     mini.upload(spec.source.uri, objects)
     run = mini.build(spec, "city")  # validate passed: it raises on a failure
 
-    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    summary = storage.read_json(storage.join(run_state.out(run), names.SUMMARY))
     assert summary["listed"] == len(objects) == 37
     assert summary["listed"] == summary["packed"] + summary["quarantined"] + \
         summary.get("not_used", 0)
     assert summary["quarantined"] == 0
-    assert quarantine.loads(storage.get_bytes(storage.join(run.out, "quarantine.jsonl"))) == []
+    assert quarantine.loads(storage.get_bytes(run_state.output(run, "quarantine.jsonl"))) == []
     assert summary["splits"] == {"train": 3, "val": 2}
 
-    records = list(storage.iter_jsonl(storage.join(run.out, names.RECORDS)))
+    records = list(storage.iter_jsonl(storage.join(run_state.out(run), names.RECORDS)))
     assert {r["source_key"]: r["split"] for r in records} == {
         key: key.split("/")[1] for key in truth}  # leftImg8bit/<split>/…
     for split in ("train", "val"):
-        masks = mini.packed_masks(run.out, split)
+        masks = mini.packed_masks(run_state.out(run), split)
         assert sorted(masks) == sorted(k for k in truth if k.split("/")[1] == split)
         for key, mask in masks.items():
             np.testing.assert_array_equal(mask, mini.cityscapes_train_ids(truth[key]))
 
     not_used = {r["key"]: r["reason"] for r in
-                storage.iter_jsonl(storage.join(run.out, names.NOT_USED))}
+                storage.iter_jsonl(storage.join(run_state.out(run), names.NOT_USED))}
     expected = {"README": "documentation", "license.txt": "documentation"}
     for key in objects:
         if key.startswith(("leftImg8bit/test/", "gtFine/test/")):

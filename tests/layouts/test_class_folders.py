@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.errors import SpecError
 from recforge.layouts import class_folders
 from recforge.spec import parse_spec
@@ -72,7 +72,7 @@ def test_split_folders_build_from_the_doc(bucket):
     mini_imagenet.upload(bucket, "pets", objects)
     run = build(spec_from_doc("Class folders with split folders", bucket,
                               **{"pack.resize": 32}), "r1")
-    mini_imagenet.check_build(run.out, truth, not_used={}, used=[])
+    mini_imagenet.check_build(run_state.out(run), truth, not_used={}, used=[])
 
 
 def test_labels_case_lower_merges_class_names_in_a_build(bucket):
@@ -85,5 +85,5 @@ def test_labels_case_lower_merges_class_names_in_a_build(bucket):
     run = build(spec, "r1")
     truth = {f"{f}/{i}.jpg": (None, f.lower()) for i, f in enumerate(("Dog", "DOG", "dog",
                                                                         "Cat"))}
-    mini_imagenet.check_build(run.out, truth, not_used={}, used=[])
-    assert storage.read_json(f"{run.out}/classes.json")["classes"] == ["cat", "dog"]
+    mini_imagenet.check_build(run_state.out(run), truth, not_used={}, used=[])
+    assert storage.read_json(f"{run_state.out(run)}/classes.json")["classes"] == ["cat", "dog"]

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from recforge import layouts, storage
+from recforge import layouts, run_state, storage
 from recforge.errors import SourceEmpty, SpecError
 from recforge.format import detection_label, names
 from recforge.run import Run
@@ -23,7 +23,7 @@ PX = 1e-3  # the label's 6 decimals, in pixels of a 64-pixel side
 
 
 def _out(run, name: str) -> str:
-    return storage.join(run.out, name)
+    return storage.join(run_state.out(run), name)
 
 
 def test_coco_2017_keeps_its_splits_and_category_order(bucket):

@@ -3,6 +3,7 @@ server: train labelled by its synset folders, the flat val by LOC_val_solution.c
 
 from __future__ import annotations
 
+from recforge import run_state
 from tests.common import mini_imagenet
 from tests.common.datasets_doc import spec_from_doc
 from tests.common.detection import build
@@ -15,7 +16,7 @@ def test_imagenet_keeps_its_splits_and_synsets(bucket):
     assert spec.source.uri == f"s3://{bucket}/imagenet/"
     run = build(spec, "r1")
     records = mini_imagenet.check_build(
-        run.out, truth,
+        run_state.out(run), truth,
         not_used={"test/ILSVRC2012_test_00000001.JPEG": "not_listed",
                   "test/ILSVRC2012_test_00000002.JPEG": "not_listed",
                   "LOC_synset_mapping.txt": "not_a_list"},

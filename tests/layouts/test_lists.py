@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from recforge import run_state
 from recforge.errors import SpecError
 from recforge.layouts import lists
 from recforge.quarantine import FIXES
@@ -313,7 +314,7 @@ def test_kaggle_train_csv_builds_from_the_doc(bucket):
     mini_imagenet.upload(bucket, "aerial-cactus", objects)
     run = build(spec_from_doc("A Kaggle-style", bucket), "r1")
     records = mini_imagenet.check_build(
-        run.out, truth, used=["train.csv"],
+        run_state.out(run), truth, used=["train.csv"],
         not_used={**{f"test/{i}": "not_listed" for i in mini_imagenet.KAGGLE_TEST},
                   "sample_submission.csv": "not_a_list"})
     assert {label for _, label in records.values()} == {"0", "1"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from recforge import layouts, storage
+from recforge import layouts, run_state, storage
 from recforge.errors import SourceEmpty, SpecError
 from recforge.format import detection_label, names
 from recforge.run import Run
@@ -21,7 +21,7 @@ GLUONCV_0712 = {"train": ["trainval"], "val": ["test"]}
 
 
 def _out(run, name: str) -> str:
-    return storage.join(run.out, name)
+    return storage.join(run_state.out(run), name)
 
 
 def _not_used(image_sets: dict) -> dict[str, str]:

@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 import yaml
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.dev import s3server
 from recforge.orchestration import ui
 from recforge.run import Run
@@ -152,7 +152,7 @@ def test_a_dry_run_shows_its_staged_report(client):
     client["confs"][run_id] = {"dry_run": True}
     run = Run(spec, run_id, dry_run=True)
     storage.write_json(run.home, {"version": None})
-    storage.put_bytes(run.output("report.html"), REPORT.format(v="dry").encode())
+    storage.put_bytes(run_state.output(run, "report.html"), REPORT.format(v="dry").encode())
     response = client["serve"]().get(_url("report.html", run_id))
     assert response.status_code == 200, response.text
     assert "<small>dry</small>" in response.text

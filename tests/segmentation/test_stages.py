@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recforge import quarantine, storage
+from recforge import quarantine, run_state, storage
 from recforge.format import validate
 from recforge.run import Run
 from recforge.spec import parse_spec
@@ -73,17 +73,17 @@ def test_segmentation_run(tmp_path, source):
         {"listed": 18, "packed": 8, "quarantined": 4, "not_used": 6}
     assert summary["not_used_by_reason"] == {"not_selected": 6}  # the *_labelIds.png siblings
     assert summary["splits"] == {"train": 4}
-    entries = quarantine.loads(storage.get_bytes(run.output("quarantine.jsonl")))
+    entries = quarantine.loads(storage.get_bytes(run_state.output(run, "quarantine.jsonl")))
     reasons = sorted(e.reason for e in entries)
     assert reasons == ["mask_size_mismatch"] * 2 + ["undecodable"] * 2
-    records = storage.read_jsonl(run.output("records.jsonl"))
+    records = storage.read_jsonl(run_state.output(run, "records.jsonl"))
 
     # validate: classification checks on the images and mask checks on the pair
-    report = validate.validate_prefix(run.out)
+    report = validate.validate_prefix(run_state.out(run))
     assert report["ok"], report["failures"]
 
     # train
-    ds = mxnet_readers.read("segmentation_pairs", root=run.out, split="train")
+    ds = mxnet_readers.read("segmentation_pairs", root=run_state.out(run), split="train")
     assert len(ds["keys"]) == 4 and ds["num_classes"] == 19
     key_to_src = {r["key"]: r["source_key"] for r in records}
     for key, img, mask in zip(ds["keys"], ds["images"], ds["masks"], strict=True):

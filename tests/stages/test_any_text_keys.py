@@ -4,7 +4,7 @@ the night neither fails nor loses the object."""
 
 from __future__ import annotations
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.format import names
 from recforge.spec import parse_spec
 from tests.common.detection import build
@@ -23,15 +23,15 @@ def test_line_breaking_characters_in_keys_and_class_names_build(bucket):
                        "publish": {"uri": f"s3://{bucket}/datasets"},
                        "splits": {"val_ratio": 0.0}, "pack": {"resize": 0}})
     run = build(spec, "any-text")
-    records = storage.read_jsonl(storage.join(run.out, names.RECORDS))
+    records = storage.read_jsonl(storage.join(run_state.out(run), names.RECORDS))
     assert sorted(r["source_key"] for r in records) == sorted(k for k in KEYS
                                                               if "broken" not in k)
-    classes = storage.read_json(storage.join(run.out, names.CLASSES))["classes"]
+    classes = storage.read_json(storage.join(run_state.out(run), names.CLASSES))["classes"]
     assert classes == ["caf\x85s", "dogs"]
-    refused = storage.read_jsonl(storage.join(run.out, names.QUARANTINE))
+    refused = storage.read_jsonl(storage.join(run_state.out(run), names.QUARANTINE))
     assert [(e["source_key"], e["reason"]) for e in refused] == [("dogs/broken\u2028.jpg",
                                                                  "truncated")]
-    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    summary = storage.read_json(storage.join(run_state.out(run), names.SUMMARY))
     assert (summary["listed"], summary["packed"], summary["quarantined"]) == (5, 4, 1)
-    lst = storage.get_bytes(storage.join(run.out, names.lst("train"))).decode()
+    lst = storage.get_bytes(storage.join(run_state.out(run), names.lst("train"))).decode()
     assert lst.count("\n") == 4

@@ -4,12 +4,16 @@ in a child process, and the image is quarantined as ``decoder_crashed``."""
 
 from __future__ import annotations
 
-from recforge import pipeline, storage
+import pytest
+
+from recforge import pipeline, run_state, storage
 from recforge.format import names
 from recforge.run import Run, cache_uri
 from recforge.stages import merge, pack
 from tests.common import crashers
 from tests.common.sources import BAD, make_source, make_spec
+
+pytestmark = pytest.mark.pipeline  # whole builds with a crashing decoder: a slow tier
 
 CRASHER = "dog/a/crasher.jpg"
 
@@ -32,7 +36,8 @@ def test_a_decoder_crash_in_a_worker_quarantines_the_image_and_the_build_complet
     assert summary["quarantined"] == len(BAD) + 1
     assert summary["quarantined_by_reason"]["decoder_crashed"] == 1
     run = Run(spec, "crash")
-    entries = {e["source_key"]: e for e in storage.read_jsonl(run.output("quarantine.jsonl"))}
+    entries = {e["source_key"]: e
+               for e in storage.read_jsonl(run_state.output(run, "quarantine.jsonl"))}
     assert "SIGSEGV" in entries[CRASHER]["detail"]
     assert any("died without an error" in r.message for r in caplog.records)
     for shard in result["split"]["shards"]:  # no attempt is left marked as running

@@ -18,14 +18,15 @@ import time
 
 import pytest
 
-from recforge import stages, storage
+from recforge import run_state, stages, storage
 from recforge.format import names
 from recforge.incremental import cache
 from recforge.run import Run, cache_uri
 from tests.common.faultproxy import running_proxy
 from tests.common.sources import make_source, make_spec
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 BEFORE_PACK = ("ingest", "flatten", "remap_labels", "split")
 RUN_STAGE = ("import json, sys\n"
@@ -115,11 +116,11 @@ def test_a_killed_merge_in_its_version_folder_is_invisible_and_its_rerun_finishe
         runs[run_id] = run
     stages.entry("merge")(runs["clean"])
     unchecked = ("plan.jsonl", names.CLAIM)
-    expected = snapshot(runs["clean"].out, unchecked)
-    assert runs["clean"].out_version is not None  # composed in its version folder
+    expected = snapshot(run_state.out(runs["clean"]), unchecked)
+    assert run_state.out_version(runs["clean"]) is not None  # composed in its version folder
 
     killed = runs["killed"]
-    target = releases.version_uri(source, killed.version())
+    target = releases.version_uri(source, run_state.version(killed))
     written = kill_when_written(s3_endpoint, tmp_path, killed, "merge", [], target,
                                 names.rec("train"), names.SUMMARY)
     assert names.rec("train") in written and names.MANIFEST not in written
@@ -127,8 +128,8 @@ def test_a_killed_merge_in_its_version_folder_is_invisible_and_its_rerun_finishe
     assert releases.read_manifest(target) is None and releases.read_latest(source) is None
     assert releases.versions(root) == []  # a folder without a manifest is no version
     summary = stages.entry("merge")(killed)  # the retry
-    assert killed.out == target and snapshot(target, unchecked) == expected
-    records = storage.read_jsonl(killed.output(names.RECORDS))
+    assert run_state.out(killed) == target and snapshot(target, unchecked) == expected
+    records = storage.read_jsonl(run_state.output(killed, names.RECORDS))
     keys = [r["source_key"] for r in records]
     assert len(keys) == len(set(keys)) == summary["packed"]
     assert summary["listed"] == summary["packed"] + summary["quarantined"]
@@ -145,7 +146,7 @@ def test_a_publish_killed_before_its_manifest_then_rerun_verifies(source, s3_end
 
     run = Run(source, "killed")
     pipeline.build(source, run_id=run.run_id, workers=1, dry_run=True)
-    target = releases.version_uri(source, run.version())
+    target = releases.version_uri(source, run_state.version(run))
     pages = sorted(n for n in storage.read_json(run.checksums("quality_gate"))["files"]
                    if n.endswith(".html") and "/validations/" in n)
     assert pages, "the gate recorded no Data Docs validation pages"

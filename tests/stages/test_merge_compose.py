@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
 from recforge.run import Run
@@ -78,6 +78,7 @@ def _concat_locally(dirs, tmp_path):
     return out
 
 
+@pytest.mark.mxnet  # MXNet's reader over the composed files
 def test_composed_merge_downloads_no_rec_bytes(bucket, tmp_path):
     run, dirs = _staged_run(bucket, tmp_path, [22, 21, 23, 5])  # ~5.5, 5.3, 5.8, 1.3 MiB
     assert all((d / "part.rec").stat().st_size >= storage.MIN_PART for d in dirs[:3])
@@ -92,7 +93,7 @@ def test_composed_merge_downloads_no_rec_bytes(bucket, tmp_path):
     expected = _concat_locally(dirs, tmp_path)
     got = tmp_path / "got"
     for name in ("train.rec", "train.idx", "train.lst"):
-        storage.download(run.output(name), got / name)
+        storage.download(run_state.output(run, name), got / name)
     storage.download(run.checksums("merge"), got / names.CHECKSUMS)
     assert (got / "train.rec").read_bytes() == (expected / "train.rec").read_bytes()
     assert (got / "train.idx").read_bytes() == (expected / "train.idx").read_bytes()
@@ -113,7 +114,7 @@ def test_composed_merge_downloads_no_rec_bytes(bucket, tmp_path):
     assert start == sums["train.rec"]["size"] == len(data)
     for name in ("train.idx", "train.lst"):
         assert sums[name] == storage.file_digest(got / name)
-    listed = {o.key for o in storage.list_objects(run.out)}
+    listed = {o.key for o in storage.list_objects(run_state.out(run))}
     assert set(sums) == listed - {names.CLAIM}  # merge composed into its claimed version
 
     assert validate.validate(run)["checked"] == "composition"
@@ -129,7 +130,8 @@ def test_small_shards_are_grouped_and_only_their_bytes_move(bucket, tmp_path):
     moved = storage.transferred().minus(before)
     assert moved.down_by_suffix[".rec"] == sizes[0] + sizes[1]
     expected = _concat_locally(dirs, tmp_path)
-    assert storage.get_bytes(run.output("train.rec")) == (expected / "train.rec").read_bytes()
+    assert storage.get_bytes(run_state.output(run, "train.rec")) == \
+        (expected / "train.rec").read_bytes()
     assert validate.validate(run)["ok"]
 
 
@@ -137,24 +139,26 @@ def test_a_small_split_is_concatenated(bucket, tmp_path):
     run, dirs = _staged_run(bucket, tmp_path, [2, 3])
     merge.merge(run)
     expected = _concat_locally(dirs, tmp_path)
-    assert storage.get_bytes(run.output("train.rec")) == (expected / "train.rec").read_bytes()
-    assert storage.get_bytes(run.output("train.idx")) == (expected / "train.idx").read_bytes()
+    assert storage.get_bytes(run_state.output(run, "train.rec")) == \
+        (expected / "train.rec").read_bytes()
+    assert storage.get_bytes(run_state.output(run, "train.idx")) == \
+        (expected / "train.idx").read_bytes()
     assert validate.validate(run)["ok"]
 
 
 def test_validate_catches_a_bad_composition(bucket, tmp_path):
     run, _ = _staged_run(bucket, tmp_path, [3, 4])
     merge.merge(run)
-    good_idx = storage.get_bytes(run.output("train.idx"))
+    good_idx = storage.get_bytes(run_state.output(run, "train.idx"))
     lines = good_idx.decode().splitlines()
     key, off = lines[3].split("\t")  # the first record of the second shard
     lines[3] = f"{key}\t{int(off) + 8}"
-    storage.put_bytes(run.output("train.idx"), ("\n".join(lines) + "\n").encode())
+    storage.put_bytes(run_state.output(run, "train.idx"), ("\n".join(lines) + "\n").encode())
     with pytest.raises(ValidationFailed, match="part boundaries"):
         validate.validate(run)
-    storage.put_bytes(run.output("train.idx"), good_idx)
-    rec = storage.get_bytes(run.output("train.rec"))
-    storage.put_bytes(run.output("train.rec"), rec[:-4])
+    storage.put_bytes(run_state.output(run, "train.idx"), good_idx)
+    rec = storage.get_bytes(run_state.output(run, "train.rec"))
+    storage.put_bytes(run_state.output(run, "train.rec"), rec[:-4])
     with pytest.raises(ValidationFailed, match="train.rec is .* its parts sum to"):
         validate.validate(run)
 
@@ -220,11 +224,12 @@ def test_mask_streams_are_composed_and_aligned_on_s3(bucket, tmp_path):
         "train": 5}
     sums = storage.read_json(run.checksums("merge"))["files"]
     assert len(sums["train_mask.rec"]["parts"]) == 2 and "train_mask.idx" in sums
-    records = storage.read_jsonl(run.output(names.RECORDS))
-    mask_idx = storage.get_bytes(run.output("train_mask.idx")).decode().splitlines()
+    records = storage.read_jsonl(run_state.output(run, names.RECORDS))
+    mask_idx = storage.get_bytes(run_state.output(run, "train_mask.idx")).decode().splitlines()
     assert [r["mask_offset"] for r in records] == [int(ln.split("\t")[1]) for ln in mask_idx]
     assert validate.validate(run)["checked"] == "composition"
-    storage.put_bytes(run.output("train_mask.idx"), "\n".join(mask_idx[:-1]).encode() + b"\n")
+    storage.put_bytes(run_state.output(run, "train_mask.idx"),
+                      "\n".join(mask_idx[:-1]).encode() + b"\n")
     with pytest.raises(ValidationFailed, match="train_mask"):
         validate.validate(run)
 
@@ -247,7 +252,7 @@ def test_shards_read_ahead_merge_as_one_at_a_time_and_a_failed_read_fails(bucket
     for threads in (1, 8):
         monkeypatch.setattr(merge, "READ_THREADS", threads)
         merge.merge(run)
-        got[threads] = {name: storage.get_bytes(run.output(name)) for name in
+        got[threads] = {name: storage.get_bytes(run_state.output(run, name)) for name in
                         ("train.idx", "train.lst", names.RECORDS, names.SUMMARY,
                          names.QUARANTINE)}
     assert got[1] == got[8]
@@ -289,6 +294,7 @@ def test_the_rec_composes_while_the_small_files_stream(bucket, tmp_path, monkeyp
     result = merge.merge(run)
     assert result["packed"] == 43
     expected = _concat_locally(dirs, tmp_path)
-    assert storage.get_bytes(run.output("train.rec")) == (expected / "train.rec").read_bytes()
+    assert storage.get_bytes(run_state.output(run, "train.rec")) == \
+        (expected / "train.rec").read_bytes()
     sums = storage.read_json(run.checksums("merge"))["files"]
     assert sums["train.rec"]["size"] == (expected / "train.rec").stat().st_size  # after it

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recforge import claims, pipeline, releases, stages, storage
+from recforge import claims, pipeline, releases, run_state, stages, storage
 from recforge.cli import verify
 from recforge.errors import VersionExistsError
 from recforge.format import names
@@ -18,7 +18,8 @@ from recforge.run import Run
 from recforge.stages import publish
 from tests.common.sources import make_source, make_spec
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 BEFORE_PUBLISH = ("ingest", "flatten", "remap_labels", "split", "pack", "merge", "validate",
                   "benchmark", "quality_gate")
@@ -49,8 +50,8 @@ def claim_doc(target: str) -> dict:
 def test_merge_composes_into_the_claimed_version_and_publish_copies_nothing(spec,
                                                                             monkeypatch):
     run = run_until(spec, "r1")
-    target = releases.version_uri(spec, run.version())
-    assert run.out == target and run.out_version == run.version()
+    target = releases.version_uri(spec, run_state.version(run))
+    assert run_state.out(run) == target and run_state.out_version(run) == run_state.version(run)
     assert claim_doc(target)["run_id"] == "r1"
     assert releases.read_manifest(target) is None and releases.read_latest(spec) is None
     assert not [o for o in storage.list_objects(run.staging) if o.key.endswith(".rec")]
@@ -76,12 +77,13 @@ def test_a_dry_run_writes_nothing_where_versions_live(spec):
     assert result["publish"] is None
     assert list(storage.list_objects(releases.dataset_root(spec))) == []
     run = Run(spec, "dry")
-    assert run.out == run.uri("out") and storage.exists(run.output("train.rec"))
+    assert run_state.out(run) == run.uri("out")
+    assert storage.exists(run_state.output(run, "train.rec"))
 
 
 def test_each_stage_after_merge_keeps_the_claim_alive(spec):
     run = run_until(spec, "alive", last="merge")
-    target = run.out
+    target = run_state.out(run)
     first = claim_doc(target)["alive_at"]
     stages.entry("validate")(run)
     assert claim_doc(target)["alive_at"] > first
@@ -96,33 +98,33 @@ def backdate(target: str, field: str, seconds: float) -> None:
 def test_a_live_run_keeps_its_folder_and_a_dead_one_is_removed_by_the_next_publish(spec):
     long_ago = claims.ORPHAN_GRACE_S + 60
     live = run_until(spec, "live", last="merge")
-    backdate(live.out, "claimed_at", long_ago)  # merged long ago (a long checklist) ...
-    backdate(live.out, "alive_at", long_ago)
+    backdate(run_state.out(live), "claimed_at", long_ago)  # merged long ago (a long checklist) ...
+    backdate(run_state.out(live), "alive_at", long_ago)
     stages.entry("validate")(live)  # ... and alive: its latest stage touched the claim
     dead = run_until(spec, "dead", last="merge")
-    backdate(dead.out, "claimed_at", long_ago)
-    backdate(dead.out, "alive_at", long_ago)
+    backdate(run_state.out(dead), "claimed_at", long_ago)
+    backdate(run_state.out(dead), "alive_at", long_ago)
 
     publisher = run_until(spec, "publisher")
     publish.publish(publisher)
-    assert storage.exists(live.output("train.rec"))
-    assert list(storage.list_objects(dead.out)) == []  # untouched beyond the grace: dead
+    assert storage.exists(run_state.output(live, "train.rec"))
+    assert list(storage.list_objects(run_state.out(dead))) == []  # untouched beyond the grace: dead
 
     # a run whose folder was removed fails at its next stage, naming the fix, and never
     # publishes into a folder it no longer owns
     with pytest.raises(claims.ClaimLost, match="re-run this run from merge"):
         stages.entry("benchmark")(dead)
     stages.entry("benchmark")(live)
-    assert claim_doc(live.out)["run_id"] == "live"
+    assert claim_doc(run_state.out(live))["run_id"] == "live"
 
 
 def test_a_version_claimed_by_another_run_fails_merge_before_it_writes(spec):
     first = run_until(spec, "first", last="merge")
     other = run_until(spec, "other", last="split")
-    other.pin_version(first.version())
+    run_state.pin_version(other, run_state.version(first))
     with pytest.raises(VersionExistsError, match="claimed"):
         stages.entry("merge")(other)
-    assert claim_doc(first.out)["run_id"] == "first"
+    assert claim_doc(run_state.out(first))["run_id"] == "first"
     assert not storage.exists(other.home)
 
 
@@ -137,7 +139,7 @@ def test_merge_never_rewrites_a_version_this_run_published(spec):
 
 def test_a_version_pinned_at_publish_is_copied_there_and_the_merged_folder_released(spec):
     run = run_until(spec, "pinned")
-    merged_into = run.out
+    merged_into = run_state.out(run)
     out = publish.publish(run, version="v-pinned")
     assert out["uri"] == releases.version_uri(spec, "v-pinned")
     assert verify.differences(out["uri"]) == []

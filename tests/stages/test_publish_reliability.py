@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from recforge import pipeline, releases, storage
+from recforge import pipeline, releases, run_state, storage
 from recforge.cli import verify
 from recforge.errors import ChecksumMismatch, VersionExistsError
 from recforge.format import names
@@ -22,7 +22,8 @@ from recforge.run import Run
 from recforge.stages import publish, quality_gate
 from tests.common.sources import make_source, make_spec
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +110,9 @@ def test_a_benchmark_run_again_after_the_checklist_is_refused_until_it_is_checke
     measured = storage.read_json(run.checksums("benchmark"))["files"][names.BENCH]
     assert storage.read_json(run.checksums("quality_gate"))["checked"] == {
         names.BENCH: measured["sha256"]}
-    bench = storage.read_json(run.output(names.BENCH))
-    with run.recording_outputs("benchmark"):  # the benchmark task, cleared and run again
-        storage.write_json(run.output(names.BENCH), {**bench, "started": "later"})
+    bench = storage.read_json(run_state.output(run, names.BENCH))
+    with run_state.recording_outputs(run, "benchmark"):  # the benchmark task, cleared and run again
+        storage.write_json(run_state.output(run, names.BENCH), {**bench, "started": "later"})
     with pytest.raises(ChecksumMismatch, match="bench.json: quality_gate checked the one"):
         publish.publish(run)
     quality_gate.quality_gate(run, benchmark_finished=lambda: True)  # cleared too
@@ -123,7 +124,7 @@ def test_stale_files_of_a_killed_attempt_are_not_published(staged):
     run = fresh(staged, "r1")
     stale = ["quality/validations/killed-attempt.html", "report-old.html"]
     for key in stale:  # what a killed earlier attempt left in staging out/
-        storage.put_bytes(run.output(key), b"<html>stale</html>")
+        storage.put_bytes(run_state.output(run, key), b"<html>stale</html>")
     out = publish.publish(run)
     published = version_objects(out["uri"])
     assert not set(stale) & published
@@ -140,15 +141,15 @@ def test_a_damaged_staged_train_rec_is_refused_and_latest_stays(staged, writer_e
         for entry in doc["files"].values():
             entry.pop("etag", None)
         storage.write_json(run.checksums("merge"), doc)
-    data = bytearray(storage.get_bytes(run.output("train.rec")))
+    data = bytearray(storage.get_bytes(run_state.output(run, "train.rec")))
     data[len(data) // 2] ^= 0xFF  # same size, one byte changed after merge
-    storage.put_bytes(run.output("train.rec"), bytes(data))
+    storage.put_bytes(run_state.output(run, "train.rec"), bytes(data))
     latest_before = storage.get_bytes(releases.latest_uri(run.spec))
 
     with pytest.raises(ChecksumMismatch, match="train.rec"):
         publish.publish(run)
     assert storage.get_bytes(releases.latest_uri(run.spec)) == latest_before
-    assert not list(storage.list_objects(releases.version_uri(run.spec, run.version())))
+    assert not list(storage.list_objects(releases.version_uri(run.spec, run_state.version(run))))
     assert [m["run_id"] for m in releases.versions(releases.dataset_root(run.spec))] == ["good"]
 
 
@@ -217,7 +218,7 @@ def test_a_crash_mid_publish_is_invisible_then_resumed_or_cleaned(staged, monkey
         publish.publish(crashed)
     monkeypatch.setattr(storage, "copy_exact", real_copy)
     root = releases.dataset_root(crashed.spec)
-    orphan = releases.version_uri(crashed.spec, crashed.version())
+    orphan = releases.version_uri(crashed.spec, run_state.version(crashed))
     assert storage.exists(storage.join(orphan, names.CLAIM))
     assert releases.read_manifest(orphan) is None
     assert releases.versions(root) == [] and releases.read_latest(crashed.spec) is None
@@ -241,7 +242,7 @@ def test_a_crash_mid_publish_is_invisible_then_resumed_or_cleaned(staged, monkey
     with pytest.raises(ConnectionError):
         publish.publish(never)
     monkeypatch.setattr(storage, "copy_exact", real_copy)
-    dead = releases.version_uri(never.spec, never.version())
+    dead = releases.version_uri(never.spec, run_state.version(never))
     assert list(storage.list_objects(dead))
     last = fresh(staged, "last", publish_uri=crashed.spec.publish.uri)
     out = publish.publish(last, orphan_grace_s=0)
@@ -384,7 +385,7 @@ def test_a_publish_killed_with_sigkill_is_invisible_and_resumed(staged):
                            json.dumps(run.spec.model_dump(mode="json")), run.run_id],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr
-    version = releases.version_uri(run.spec, run.version())
+    version = releases.version_uri(run.spec, run_state.version(run))
     assert storage.exists(storage.join(version, names.CLAIM))
     assert releases.read_manifest(version) is None and releases.read_latest(run.spec) is None
     out = publish.publish(run)  # the task's retry

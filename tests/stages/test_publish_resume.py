@@ -14,14 +14,15 @@ import sys
 import pytest
 import yaml
 
-from recforge import releases, storage
+from recforge import releases, run_state, storage
 from recforge.cli import main
 from recforge.format import names
 from recforge.run import Run
 from recforge.spec import parse_spec
 from tests.common.sources import make_source, spec_doc
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 # a whole build whose latest.json write never happens: the process dies right before it
 HELD = ("import importlib, json, os, signal, sys\n"
@@ -42,7 +43,7 @@ def test_killed_before_latest_json_a_rerun_finishes_and_a_third_reports_done(
                           env=dict(os.environ), capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     run = Run(parse_spec(doc), "held")
-    version = run.published_version()
+    version = run_state.published_version(run)
     assert version is not None, "the killed build wrote no manifest"
     target = releases.version_uri(run.spec, version)
     before = {o.key: o.etag for o in storage.list_objects(target)}

@@ -16,7 +16,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from recforge import settings, stages, storage
+from recforge import run_state, settings, stages, storage
 from recforge.errors import RecforgeFailure, SpecError
 from recforge.orchestration import connections, lineage, pools, specs, xcom
 from recforge.run import Run
@@ -158,7 +158,7 @@ def run_stage(name: str, params: dict | None, run_id: str, task_id: str, *args, 
         with using_specs_dir(folder):
             run = run_for(name, params, run_id, folder)
             connections.use_connection(run.spec.aws_conn_id)
-            done = run.published_version() if task_id != "publish" else None
+            done = run_state.published_version(run) if task_id != "publish" else None
             result = already_published(run, task_id, done) if done else \
                 stages.entry(task_id)(run, *args)
         lineage.report(task_id, run, result)

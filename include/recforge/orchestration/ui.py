@@ -18,8 +18,8 @@ as the tasks do.
 Which folder: the dag id names the spec (the specs folder the DAG factory reads); the run's
 conf is applied to it exactly as the tasks apply it (overrides checked against the spec's
 bounds, ``stage.checked_overrides``), so the folder is always one of the dataset's own
-prefixes: the version the run published (``Run.published_version``), else where the run's
-merged dataset is (``Run.out``: a dry run's or a failed gate's staging ``out/``, or the
+prefixes: the version the run published (``run_state.published_version``), else where the run's
+merged dataset is (``run_state.out``: a dry run's or a failed gate's staging ``out/``, or the
 version folder it claimed). Nothing in the request names a bucket or a prefix.
 
 What is served: only files of the web types in :data:`CONTENT_TYPES` (never a ``.rec``), at
@@ -40,7 +40,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
-from recforge import releases, storage
+from recforge import releases, run_state, storage
 from recforge.errors import SpecError
 from recforge.format import names
 from recforge.orchestration import connections, specs
@@ -101,10 +101,10 @@ def run_of(spec: DatasetSpec, run_id: str, conf: dict | None) -> Run:
 def run_folder(run: Run) -> tuple[str, str | None]:
     """Where the run's report and Data Docs are, and the version it published (None: not
     published; the folder is its merged dataset, staging ``out/`` or a claimed version)."""
-    version = run.published_version()
+    version = run_state.published_version(run)
     if version:
         return releases.version_uri(run.spec, version), version
-    return run.out, None
+    return run_state.out(run), None
 
 
 class _S3:

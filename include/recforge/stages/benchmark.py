@@ -1,6 +1,6 @@
 """The ``benchmark`` task (queue ``gpu``): the loader benchmark on the merged train split.
 
-``bench.json`` lands in the merged dataset (``Run.out``) and so is published with it; a
+``bench.json`` lands in the merged dataset (``run_state.out``) and so is published with it; a
 loader below the spec's floors raises ``BenchFloorsFailed`` with the numbers
 (``recforge.bench``). The latest version's ``bench.json`` is handed over: when the loader
 would read byte-identical files with the same options on the same host, its measurements
@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from recforge import claims, releases, storage
+from recforge import claims, releases, run_state, storage
 from recforge.bench import records, run_and_gate
 from recforge.format import names
 from recforge.run import Run
@@ -27,9 +27,9 @@ def benchmark(run: Run, quiet: threading.Event | None = None) -> dict:
     beside the checklist) once that work stops using the CPU; the timed measurements wait
     for it, so they time the loader alone."""
     claims.keep_alive(run)
-    with run.recording_outputs("benchmark"):  # bench.json's checksum, for publish
-        return run_and_gate(run.out, run.spec.bench, run.output(names.BENCH),
-                            dataset_version=run.version(), run_id=run.run_id,
+    with run_state.recording_outputs(run, "benchmark"):  # bench.json's checksum, for publish
+        return run_and_gate(run_state.out(run), run.spec.bench, run_state.output(run, names.BENCH),
+                            dataset_version=run_state.version(run), run_id=run.run_id,
                             previous=previous_results(run), quiet=quiet,
                             identity=split_identity(run))
 
@@ -40,7 +40,7 @@ def split_identity(run: Run) -> str | None:
     record = run.checksums("merge")
     if not storage.exists(record):
         return None
-    classes = run.output(names.CLASSES)
+    classes = run_state.output(run, names.CLASSES)
     return records.split_identity(
         storage.read_json(record)["files"], run.spec.bench.options.split,
         storage.get_bytes(classes) if storage.exists(classes) else None)
@@ -48,7 +48,7 @@ def split_identity(run: Run) -> str | None:
 
 def bench_results(run: Run) -> dict | None:
     """This run's ``bench.json``, if the benchmark wrote one (the checklist's loader items)."""
-    uri = run.output(names.BENCH)
+    uri = run_state.output(run, names.BENCH)
     return storage.read_json(uri) if storage.exists(uri) else None
 
 

@@ -18,7 +18,7 @@ set aside as no part of the dataset (``not_used.jsonl``, published when not empt
 or the run fails here, before anything can be published. A refused object of an annotation
 (an entry with a ``part``) is reported, not accounted: its image is.
 
-The dataset is written where it will be published (``Run.out``): merge first claims the
+The dataset is written where it will be published (``run_state.out``): merge first claims the
 run's version folder (``recforge.claims``; after proving the store honours conditional
 writes) and composes into it, so publish moves no dataset bytes — one server-side pass per
 version. The folder is invisible to readers until publish writes its manifest; a killed
@@ -45,7 +45,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from recforge import claims, quarantine, releases, storage
+from recforge import claims, quarantine, run_state, storage
 from recforge.errors import ReconciliationError, ValidationFailed
 from recforge.format import names
 from recforge.format.names import SPLITS
@@ -287,7 +287,7 @@ def _listed_keys(uri: str, digest) -> Iterable[str]:
 
 
 def _put(run: Run, name: str, data: bytes, checksums: dict) -> None:
-    storage.put_bytes(run.output(name), data)
+    storage.put_bytes(run_state.output(run, name), data)
     checksums[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -297,22 +297,15 @@ def run_changes(run: Run) -> dict:
 
 
 def choose_out(run: Run) -> str:
-    """Claim the run's version folder and make it the dataset's home (``Run.out``), or
+    """Claim the run's version folder and make it the dataset's home (``run_state.out``), or
     staging ``out/`` where the run does not compose in place. A version already published
     is never written into: by another run it raises ``VersionExistsError``, and by this run
     too (re-running merge after publish would change a published version)."""
-    spec, version = run.spec, None
-    out = run.uri("out")
+    version, out = None, run.uri("out")
     if run.composes_in_version:
-        version = run.version()
-        out = releases.version_uri(spec, version)
-        manifest = releases.read_manifest(out)
-        if manifest is not None:
-            raise claims.exists_error(out, manifest.get("run_id"))
-        if spec.publish.conditional_writes == "required":
-            storage.prove_conditional_writes(spec.publish.uri)
-        claims.claim(run.run_id, out)
-    run.set_out(version)
+        version = run_state.version(run)
+        out = claims.claim_version(run.run_id, run.spec, version).target
+    run_state.set_out(run, version)
     log.info("merge: composing into %s", out)
     return out
 
@@ -344,14 +337,15 @@ def merge(run: Run) -> dict:
                 for data in each_object(s.file(names.QUARANTINE) for s in shards):
                     entries += quarantine.loads(data)
                 per_split[split], written, running = merge_split(
-                    shards, run.out, split, tmp, records, accounting, composing=composing)
+                    shards, run_state.out(run), split, tmp, records, accounting,
+                    composing=composing)
                 checksums.update(written)
                 composes += running
                 progress.update(len(mine))
                 log.info("merge: %s has %d records from %d shards", split, per_split[split],
                          len(mine))
         checksums[names.RECORDS] = records.digest()
-        _upload_and_drop(tmp / names.RECORDS, run.out)
+        _upload_and_drop(tmp / names.RECORDS, run_state.out(run))
         for done in composes:  # a failed compose raises here, before checksums.json
             checksums.update(done.result())
     for e in entries:
@@ -363,14 +357,14 @@ def merge(run: Run) -> dict:
     listing = hashlib.sha256()
     counts = accounting.finish(_listed_keys(run.source_manifest, listing))
     # the listing travels with the dataset, so `recforge check` can account per object later
-    storage.copy(run.source_manifest, run.output(names.SOURCE_MANIFEST))
+    storage.copy(run.source_manifest, run_state.output(run, names.SOURCE_MANIFEST))
     checksums[names.SOURCE_MANIFEST] = {"size": storage.size_of(run.source_manifest),
                                         "sha256": listing.hexdigest()}
     _put(run, names.CLASSES, storage.json_bytes(storage.read_json(run.classes)), checksums)
     _put(run, names.QUARANTINE, quarantine.dumps(sorted(entries, key=lambda e: e.source_key)),
          checksums)
     if set_aside:  # copied on the store, hashed as it was read for the accounting
-        storage.copy(run.not_used, run.output(names.NOT_USED))
+        storage.copy(run.not_used, run_state.output(run, names.NOT_USED))
         checksums[names.NOT_USED] = {"size": storage.size_of(run.not_used),
                                      "sha256": not_used_digest.hexdigest()}
     parts = [e for e in entries if e.is_part]

@@ -7,21 +7,23 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
 
 1. **What**: exactly the files the current attempt's stages recorded with their SHA-256s —
    merge's ``merge/checksums.json``, then each later stage's ``<stage>/checksums.json``
-   (``Run.recording_outputs``). Anything else in the dataset's folder (a killed attempt's
+   (``run_state.recording_outputs``). Anything else in the dataset's folder (a killed attempt's
    leftovers) is not published. Each recorded file must still have its recorded size (and
    ETag).
 2. **Proof** that the store honours conditional writes (``storage.prove_conditional_writes``,
    once per bucket and process): a store that ignores ``If-None-Match`` / ``If-Match``
    fails with ``StoreGuaranteeMissing`` before anything is written, unless the spec sets
    ``publish.conditional_writes: unchecked``.
-   **Claim**: ``<version>/_claim.json`` naming the run (``recforge.claims``), written with
-   ``If-None-Match: *``. Merge took it already where it composed into the version folder;
-   a version another run claimed raises ``VersionExistsError`` before this run has written
-   anything there; this run's own claim resumes.
+   **Claim**: ``<version>/_claim.json`` naming the run, written with ``If-None-Match: *``
+   (``claims.claim_version``: the version check, the proof and the claim, as merge runs
+   them; publish reads what it publishes and ``latest.json`` before the proof). Merge took
+   it already where it composed into the version folder; a version another run claimed
+   raises ``VersionExistsError`` before this run has written anything there; this run's
+   own claim resumes.
 3. **Clean**: version folders without a manifest whose claim nobody touched for
    ``claims.ORPHAN_GRACE_S`` (a run that died before publishing) are deleted.
 4. **Check in place, or copy then check.** Where merge composed into the version folder
-   (``Run.out`` is the version: the default) nothing is copied: every recorded file there
+   (``run_state.out`` is the version: the default) nothing is copied: every recorded file there
    must have its recorded size and SHA-256 (one up to ``HASH_UP_TO`` bytes is read back and
    hashed, whole or part by part, ``PART_THREADS`` parts at a time). Otherwise (a pinned
    version, staging on another store) files are copied server-side keeping the source's
@@ -44,7 +46,7 @@ moves to it. In order (``docs/reliability.md`` lists each guarantee and its test
    its own, and the cache the next night builds from is not per run; a folder this run
    merged into and then did not publish (its version was pinned to another) is removed.
 
-A retried publish of the same run reuses its version (``Run.version``); reading releases is
+A retried publish of the same run reuses its version (``run_state.version``); reading releases is
 ``recforge.releases``.
 """
 
@@ -55,7 +57,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from recforge import claims, releases, storage
+from recforge import claims, releases, run_state, storage
 from recforge.errors import ChecksumMismatch
 from recforge.format import names
 from recforge.run import Run
@@ -81,23 +83,18 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
     """Publish the run's recorded outputs as a new version, verified, then move
     ``latest.json``. ``version`` pins the version name (default: the run's choice)."""
     spec = run.spec
-    version = run.pin_version(version) if version else run.version()
-    target = releases.version_uri(spec, version)
-    summary = storage.read_json(run.output(names.SUMMARY))
-    manifest = releases.read_manifest(target)
+    version = run_state.pin_version(run, version) if version else run_state.version(run)
+    summary = storage.read_json(run_state.output(run, names.SUMMARY))
+    target, manifest, prepared = claims.claim_version(  # what to publish, read first
+        run.run_id, spec, version, own_published=True,
+        prepare=lambda: (staged_files(run), releases.read_latest(spec)))
     if manifest is None:
-        files = staged_files(run)
-        if spec.publish.conditional_writes == "required":
-            storage.prove_conditional_writes(spec.publish.uri)
-        previous = releases.read_latest(spec)
-        claims.claim(run.run_id, target)
+        files, previous = prepared
         claims.clean_orphans(releases.dataset_root(spec), version, orphan_grace_s)
-        in_place = run.out == target
+        in_place = run_state.out(run) == target
         published = (_check_in_place if in_place else _copy_and_check)(run, target, files)
         _drop_strays(run, target, files)
         manifest = _write_manifest(run, target, version, published, summary, previous, metadata)
-    elif manifest.get("run_id") != run.run_id:
-        raise claims.exists_error(target, manifest.get("run_id"))
     else:
         log.info("publish: %s already published by this run; nothing to copy", target)
     pointer = {"version": version, "uri": target, "run_id": run.run_id,
@@ -107,9 +104,10 @@ def publish(run: Run, version: str | None = None, metadata: dict | None = None,
         log.info("publish: %s → %s (latest.json updated)", spec.name, target)
     out = {"version": version, "uri": target, "run_id": run.run_id,
            "records": summary.get("splits", {})}
-    if run.out != target and claims.release(run.run_id, run.out):  # merged into another
+    merged_into = run_state.out(run)
+    if merged_into != target and claims.release(run.run_id, merged_into):  # merged into another
         log.info("publish: removed %s, which this run merged into before its version was "
-                 "pinned to %s", run.out, version)
+                 "pinned to %s", merged_into, version)
     release_staging(run)
     report = storage.join(target, names.REPORT)
     if storage.exists(report):
@@ -141,7 +139,7 @@ def staged_files(run: Run) -> dict[str, dict]:
                 for name, (stage, sha) in sorted(checked.items())
                 if name in files and files[name].get("sha256") not in (None, sha)]
     for name, entry in sorted(files.items()):
-        info = storage.head(run.output(name))
+        info = storage.head(run_state.output(run, name))
         if info is None:
             problems.append(f"{name}: recorded but missing from staging")
         elif info.size != entry["size"] or entry.get("etag") not in (None, info.etag):
@@ -158,13 +156,13 @@ def _copy_and_check(run: Run, target: str, files: dict[str, dict]) -> list[dict]
     """Copy every file server-side and check the copy; returns the manifest's entries."""
     def one(name: str) -> tuple[dict, str | None]:
         entry = files[name]
-        src = storage.head(run.output(name))
-        dst = storage.copy_exact(run.output(name), storage.join(target, name),
+        src = storage.head(run_state.output(run, name))
+        dst = storage.copy_exact(run_state.output(run, name), storage.join(target, name),
                                  [p["size"] for p in entry.get("parts", ())] or None)
         staged = {k: v for k, v in entry.items() if k != "checksum"}  # the source's
         problem = releases.check_file(
             storage.join(target, name), staged, name=name, hash_up_to=HASH_UP_TO,
-            source=src if storage.is_s3(target) and storage.is_s3(run.out) else None,
+            source=src if storage.is_s3(target) and storage.is_s3(run_state.out(run)) else None,
             threads=PART_THREADS)
         log.info("publish: copied %s (%d bytes)%s", name, dst.size,
                  f": {problem}" if problem else "")
@@ -226,7 +224,7 @@ def _write_manifest(run: Run, target: str, version: str, files: list[dict], summ
     spec = run.spec
     metadata = dict(metadata or {})
     if any(f["name"] == names.BENCH for f in files):
-        bench = storage.read_json(run.output(names.BENCH))
+        bench = storage.read_json(run_state.output(run, names.BENCH))
         metadata.setdefault("loader", {"summary": bench.get("summary"),
                                        "recommendation": bench.get("recommendation"),
                                        "device": bench.get("device", {}).get("statement")})

@@ -3,7 +3,7 @@ the loader benchmark's results (``recforge.quality``), then the dataset report
 (``recforge.report``) that shows it.
 
 Data Docs land in ``quality/`` and the report in ``report.html`` of the merged dataset
-(``Run.out``), so both are published with it; a failed run's stay in its unpublished
+(``run_state.out``), so both are published with it; a failed run's stay in its unpublished
 folder for the alert, until a later publish removes it as a dead run's
 (``recforge.claims``). The
 report names the version the run publishes to; a failed gate's report says it was not
@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from recforge import claims, releases, storage
+from recforge import claims, releases, run_state, storage
 from recforge.format import names
 from recforge.incremental import changes
 from recforge.quality import enforce, format_table, run_and_upload
@@ -44,10 +44,10 @@ def quality_gate(run: Run, loader_results: Callable[[], dict | None] | None = No
     claims.keep_alive(run)
     # a killed earlier attempt's pages never mix with this one's (publish copies only what
     # this attempt records in quality_gate/checksums.json anyway)
-    storage.delete_prefix(run.quality_docs)
-    storage.delete(run.output(names.REPORT))
+    storage.delete_prefix(run_state.quality_docs(run))
+    storage.delete(run_state.output(run, names.REPORT))
     checked: dict[str, str] = {}  # the bench.json the loader items describe
-    with run.recording_outputs("quality_gate", checked):
+    with run_state.recording_outputs(run, "quality_gate", checked):
         return _quality_gate(run, _noting(run, loader_results, checked))
 
 
@@ -71,7 +71,8 @@ def _noting(run: Run, loader_results: Callable[[], dict | None], checked: dict
 def _quality_gate(run: Run, bench: Callable[[], dict | None]) -> dict:
     spec = run.spec
     result = run_and_upload(
-        run.out, spec.quality, docs_uri=run.quality_docs, source_manifest=run.source_manifest,
+        run_state.out(run), spec.quality, docs_uri=run_state.quality_docs(run),
+        source_manifest=run.source_manifest,
         pack=spec.pack, task=spec.task, loader_results=bench, dataset=spec.name,
         run_name=run.run_id,
         # the site is out/quality/, the report out/report.html: relative, so the link holds
@@ -91,30 +92,30 @@ def write_report(run: Run, blocked: list[str] | None = None) -> dict:
     where publish puts it (``published_report``).
 
     The report describes the version the run publishes to (``releases.version_uri`` of
-    ``Run.version``), where publish leaves it unchanged. A failed gate's report says it was
+    ``run_state.version``), where publish leaves it unchanged. A failed gate's report says it was
     not published; a dry run's names its staging prefix and no version, since none will
     exist (pointing at one would send the reader to a version nobody can open)."""
     latest = releases.read_latest(run.spec)
-    version = None if run.dry_run else run.version()
+    version = None if run.dry_run else run_state.version(run)
     target = releases.version_uri(run.spec, version) if version else None
     about = {"dataset": run.spec.name, "version": version, "run_id": run.run_id,
              "task": run.spec.task, "spec": run.spec.public_dump(), **content_fields(run),
              "previous_uri": latest["uri"] if latest and latest.get("run_id") != run.run_id
              else None, "uri": target, "blocked": list(blocked or [])}
     with tempfile.TemporaryDirectory(prefix="recforge-report-") as tmp:
-        local = build_report(run.out, Path(tmp) / names.REPORT, about=about)
-        uri = run.output(names.REPORT)
+        local = build_report(run_state.out(run), Path(tmp) / names.REPORT, about=about)
+        uri = run_state.output(run, names.REPORT)
         storage.put_bytes(uri, local.read_bytes(), "text/html; charset=utf-8")
     # no presigned link here: the result is logged (Airflow logs a task's return value) and
     # kept in XCom, and a link names the access key and opens the object to whoever holds
     # it. The alert presigns `report` where it shows it (storage.browser_url).
     if blocked:
         log.info("report: %s (NOT published: the quality gate failed; open it with "
-                 "`recforge report %s --open`)", uri, run.out)
+                 "`recforge report %s --open`)", uri, run_state.out(run))
         return {"report": uri}
     if target is None:
         log.info("report: %s (dry run: nothing is published, the report stays staged; open "
-                 "it with `recforge report %s --open`)", uri, run.out)
+                 "it with `recforge report %s --open`)", uri, run_state.out(run))
         return {"report": uri}
     published = storage.join(target, names.REPORT)
     log.info("report: %s once published (staged as %s; open it with "

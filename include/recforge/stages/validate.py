@@ -13,7 +13,7 @@ reads a bounded window, this task the whole dataset's bookkeeping."""
 
 from __future__ import annotations
 
-from recforge import claims, storage
+from recforge import claims, run_state, storage
 from recforge.errors import ValidationFailed
 from recforge.format.composed import validate_composition
 from recforge.format.validate import format_report, validate_prefix
@@ -24,8 +24,8 @@ def validate(run: Run) -> dict:
     claims.keep_alive(run)
     record = run.checksums("merge")
     composed = storage.exists(record)
-    report = validate_composition(run.out, record) if composed \
-        else validate_prefix(run.out, full=True)
+    report = validate_composition(run_state.out(run), record) if composed \
+        else validate_prefix(run_state.out(run), full=True)
     if not report["ok"]:
         raise ValidationFailed("structural validation failed:\n" + format_report(report))
     return {"ok": True, "checked": "composition" if composed else "every record",
