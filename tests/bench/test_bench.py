@@ -32,6 +32,8 @@ from recforge.format import recordio
 from recforge.spec.bench import BenchFloors, BenchOptions, BenchSpec
 from recforge.storage import objects
 
+pytestmark = pytest.mark.mxnet  # mx.io.ImageRecordIter in the MXNet environment: a slow tier
+
 NUM_CLASSES = 4
 FAST = dict(batch_size=16, data_shape=(3, 56, 56), warmup_batches=2, measure_batches=8,
             decode_records=64, thread_grid=(1, 2), preprocess_threads=2)

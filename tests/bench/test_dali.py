@@ -12,6 +12,8 @@ from recforge.bench import BenchFloorsFailed, format_table, run_and_gate, run_be
 from recforge.spec.bench import BenchFloors, BenchOptions, BenchSpec
 from tests.bench.test_bench import FAST, NUM_CLASSES
 
+pytestmark = pytest.mark.mxnet  # MXNet's loader beside DALI's: a slow tier
+
 
 @pytest.fixture(scope="module")
 def both(dataset) -> dict:

@@ -22,6 +22,8 @@ from recforge.format import detection_label as dl
 from recforge.format import recordio
 from recforge.spec.bench import BenchOptions, BenchSpec
 
+pytestmark = pytest.mark.mxnet  # ImageDetRecordIter in the MXNet environment: a slow tier
+
 NUM_CLASSES = 3
 # one colour per class, so a box's pixels say which class it is: red, green, blue (BGR)
 COLOURS_BGR = {0: (0, 0, 255), 1: (0, 255, 0), 2: (255, 0, 0)}

@@ -18,6 +18,8 @@ from recforge.bench import LoaderBenchError, environment, run_and_gate, run_benc
 from recforge.spec.bench import BenchOptions, BenchSpec
 from tests.bench.test_bench import FAST, pack
 
+pytestmark = pytest.mark.mxnet  # children in the MXNet environment: a slow tier
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(_spec)
@@ -43,6 +45,7 @@ def test_fatbin_archs_and_the_kernel_mode(tmp_path):
     assert gpu_check.kernel_mode({"elf": [], "ptx": []}, 90).endswith("(a CPU build)")
 
 
+@pytest.mark.mxnet  # gpu_check.sh's dry run: MXNet and DALI in the MXNet environment
 def test_the_cpu_dry_run_passes(tmp_path):
     out = tmp_path / "gpu_check.json"
     proc = subprocess.run(["bash", "benchmarks/gpu_check.sh", "--cpu", "--images", "160",

@@ -123,7 +123,7 @@ def test_auto_on_a_cpu_host_is_mxnet(host):
     assert gpu_support.resolve_loader("auto", "cpu", 0, "segmentation").loader == "mxnet"
 
 
-@pytest.mark.parametrize("loader", ["mxnet", "both"])
+@pytest.mark.parametrize("loader", ["mxnet", "both", "all"])
 def test_mxnet_on_gpu_sm90_is_refused_naming_gpu_and_fix(host, loader):
     host["gpu"] = H100
     with pytest.raises(LoaderBenchError) as err:
@@ -143,6 +143,7 @@ def test_the_benchmark_refuses_before_fetching(host):
         run_and_gate("s3://no-such-bucket/never/fetched", spec, "/dev/null/bench.json")
 
 
+@pytest.mark.mxnet
 def test_auto_on_this_cpu_host_runs_mxnet_as_before(host, tmp_path):
     gpu_check_torch = _load("gpu_check_torch")
     gpu_check_torch.make_dataset(tmp_path / "ds", 48)
@@ -213,7 +214,7 @@ def test_torch_loader_result_has_the_bench_json_layout(monkeypatch, tmp_path):
     monkeypatch.setattr(torch_loader, "value_check", lambda *a: {
         "value_min": 0.0, "value_max": 255.0, "label_min": 0.0, "label_max": 7.0,
         "problems": []})
-    doc = torch_loader.measure_torch(str(tmp_path), tmp_path, opts, {}, None,
+    doc = torch_loader.measure(str(tmp_path), tmp_path, opts, {}, None,
                                      datetime.now(UTC))
     layout = bench_document(prefix="", opts=opts, started=datetime.now(UTC), loader="",
                             host={}, device={}, dataset={}, bare_decode={}, image_sizes=None,
@@ -231,7 +232,7 @@ def test_torch_loader_result_has_the_bench_json_layout(monkeypatch, tmp_path):
 def test_torch_loader_refuses_other_tasks(monkeypatch, tmp_path):
     monkeypatch.setattr(torch_loader, "_import_torch", lambda gpu=False: _fake_torch(0))
     with pytest.raises(LoaderBenchError, match="measures classification splits"):
-        torch_loader.measure_torch("p", tmp_path, BenchOptions(loader="segmentation"), {},
+        torch_loader.measure("p", tmp_path, BenchOptions(loader="segmentation"), {},
                                    None, datetime.now(UTC))
 
 

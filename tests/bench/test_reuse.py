@@ -7,10 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from recforge.bench import benchmark, environment, run_and_gate, run_benchmark
 from recforge.bench.measure import reusable
 from recforge.spec.bench import BenchOptions, BenchSpec
 from tests.bench.test_bench import FAST, pack
+
+pytestmark = pytest.mark.mxnet  # the benchmark runs in the MXNet environment: a slow tier
 
 REPO = Path(__file__).resolve().parents[2]
 

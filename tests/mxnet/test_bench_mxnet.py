@@ -13,7 +13,15 @@ import cv2
 import numpy as np
 import pytest
 
-from recforge.bench import LoaderBenchError, check_floors, device, loader, measure
+from recforge.bench import (
+    LoaderBenchError,
+    check_floors,
+    device,
+    image_record_iter,
+    loader,
+    measure,
+    value_check,
+)
 from recforge.bench.records import fetch_split
 from recforge.spec.bench import BenchFloors, BenchOptions
 from tests.bench.test_bench import FAST, pack
@@ -42,7 +50,7 @@ def dataset(tmp_path_factory) -> Path:
 
 def test_sweep_measures_each_effective_value_once(dataset, monkeypatch):
     # pretend to be an 8-CPU host: the formula caps at 3, so the grid 1,2,4,8 gives 1,2,3
-    monkeypatch.setattr(measure, "nprocs", lambda: 8)  # the sweep's cap
+    monkeypatch.setattr(image_record_iter, "nprocs", lambda: 8)  # the sweep's cap
     monkeypatch.setattr(device, "nprocs", lambda: 8)  # host facts, thread_cap()'s default
     opts = BenchOptions(**{**FAST, "thread_grid": (1, 2, 4, 8), "preprocess_threads": 4,
                            "measure_batches": 3})
@@ -63,7 +71,7 @@ class TestValueCheckInParts:
                "label_min", "label_max", "shapes", "dtypes", "all_finite", "problems")
 
     def check(self, root: Path, procs: int, **opts) -> dict:
-        return loader.check_values(root, BenchOptions(**{**FAST, **opts}), 1,
+        return value_check.check_values(root, BenchOptions(**{**FAST, **opts}), 1,
                                    device.resolve_device("cpu"), None, procs)
 
     def test_two_iterators_check_what_one_does(self, tmp_path):
@@ -83,12 +91,12 @@ class TestValueCheckInParts:
     def test_one_iterator_where_a_part_would_hold_less_than_a_batch_no_core_is_spare_or_a_gpu(
             self, dataset):
         assert self.check(dataset, 2, batch_size=48)["iterators"] == 1
-        assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=2, procs=2) == 1
-        assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16) == 2
-        assert loader.value_check_parts(BenchOptions(**{**FAST, "loader": "detection"}), 64,
-                                        threads=1, procs=16) == 1
-        assert loader.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16,
-                                        device_kind="gpu") == 1
+        assert value_check.value_check_parts(BenchOptions(**FAST), 64, threads=2, procs=2) == 1
+        assert value_check.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16) == 2
+        assert value_check.value_check_parts(
+            BenchOptions(**{**FAST, "loader": "detection"}), 64, threads=1, procs=16) == 1
+        assert value_check.value_check_parts(BenchOptions(**FAST), 64, threads=1, procs=16,
+                                             device_kind="gpu") == 1
 
 
 class TestMXNetBehaviour:
@@ -131,7 +139,7 @@ class TestDevice:
         import mxnet as mx
 
         used = iter(range(1000, 10**9, 1000))
-        monkeypatch.setattr(measure, "resolve_device", lambda req, gid=0: {
+        monkeypatch.setattr(image_record_iter, "resolve_device", lambda req, gid=0: {
             "kind": "gpu", "gpu_id": 0, "num_gpus": 1, "statement": "fake gpu (mx.cpu)"})
         monkeypatch.setattr(loader, "gpu_used_bytes", lambda _mx, _gid: next(used))
         monkeypatch.setattr(mx, "gpu", lambda i=0: mx.cpu(i))

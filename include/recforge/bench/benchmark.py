@@ -16,7 +16,6 @@ before anything is fetched.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import logging
 import tempfile
@@ -26,19 +25,14 @@ from pathlib import Path
 
 import recforge.bench.environment as environment
 from recforge import storage
-from recforge.bench import gpu_support
+from recforge.bench import gpu_support, loaders
 from recforge.bench.records import fetch_split, record_sizes, size_check
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
 log = logging.getLogger(__name__)
 
-LOADERS = ("auto", "mxnet", "dali", "both", "torch", "all")
-# beside MXNet's result ("both", "all"): name → the function measuring it in this process
-BESIDE = {"dali": "recforge.bench.dali:measure_dali",
-          "torch": "recforge.bench.torch_loader:measure_torch"}
-IN_PROCESS = {"dali": "recforge.bench.dali:measure_dali",
-              "torch": "recforge.bench.torch_loader:measure_torch"}
+LOADERS = loaders.CHOICES
 
 
 def run_benchmark(prefix: str, options: BenchOptions | None = None,
@@ -82,8 +76,9 @@ def _mxnet_python_if_any() -> str | None:
 def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
          quiet: threading.Event | None, identity: str | None, started: datetime) -> dict:
     """``run_benchmark`` once the loader is decided (``mxnet``, ``dali``, ``both``,
-    ``torch``)."""
-    python = environment.mxnet_python() if loader in ("mxnet", "both", "all") else None
+    ``torch``): the first loader's row says where it runs (``both``, ``all``: MXNet's)."""
+    row = loaders.row(loader if loader in loaders.NAMES else "mxnet", opts.loader)
+    python = environment.mxnet_python() if row.interpreter == loaders.MXNET else None
     with tempfile.TemporaryDirectory(prefix="recforge-bench-") as tmp:
         def fetch() -> dict:
             got = fetch_split(prefix, opts.split, Path(tmp), opts.max_bytes,
@@ -91,15 +86,12 @@ def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
             got["sample"]["split_identity"] = identity
             return got
 
-        if loader in IN_PROCESS:
+        if row.interpreter == loaders.CORE:
             fetched = fetch()
             root = fetched.pop("root")
-            sizes = _size_check_of(fetched, opts)
-            module, _, name = IN_PROCESS[loader].partition(":")
-            measure = getattr(importlib.import_module(module), name)
-            if quiet is not None:
-                quiet.wait()
-            return measure(prefix, root, opts, fetched, sizes, started)
+            return row.entry()(prefix, root, opts, fetched, _size_check_of(fetched, opts),
+                               started, quiet=quiet.wait if quiet is not None
+                               else loaders.at_once)
 
         known = unchanged_window(prefix, opts, previous, identity) if loader == "mxnet" else None
         if known is not None:  # decided in a child that never imports MXNet
@@ -123,11 +115,11 @@ def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
                     "sizes": window["sizes"], "previous": previous,
                     "started": started.isoformat()}
 
+        # the MXNet side looks its loader up in the table again (recforge.bench.measure)
         results = environment.call("recforge.bench.measure:measure", kwargs, python=python,
                                    quiet=quiet)
         for name in beside(loader):
-            module, _, func = BESIDE[name].partition(":")
-            measure = getattr(importlib.import_module(module), func)
+            measure = loaders.row(name, opts.loader).entry()
             results[name] = measure(prefix, window["root"], opts, window["fetched"],
                                     window["sizes"], datetime.now(UTC))
         return results
@@ -136,13 +128,12 @@ def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
 def beside(loader: str) -> list[str]:
     """The loaders measured beside MXNet's: DALI's for ``both``; for ``all`` every one of
     DALI's and the PyTorch loader that is installed (a missing one is logged, not fatal)."""
-    if loader == "both":
-        return ["dali"]
+    wanted = loaders.BESIDE.get(loader, ())
     if loader != "all":
-        return []
+        return list(wanted)
     found = []
-    for name, module in (("dali", "nvidia.dali"), ("torch", "torch")):
-        if importlib.util.find_spec(module) is None:
+    for name in wanted:
+        if importlib.util.find_spec(loaders.one(name).requires) is None:
             log.info("bench: %s is not installed here; bench.loader all measures without it",
                      name)
         else:

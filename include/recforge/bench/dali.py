@@ -6,16 +6,18 @@ then crops, mirrors and normalises to ``data_shape`` (``fn.crop_mirror_normalize
 float, what ``ImageRecordIter`` hands a trainer). Swept over DALI's ``num_threads`` (the
 thread grid, capped at the CPUs), timed per batch after a warm-up, then one untimed pass
 checks the batches' values and labels. Runs in the core environment (numpy 2): DALI does not
-need MXNet. The result has the MXNet benchmark's layout, so the floors and the report read
-either. Classification and detection splits: a segmentation split's masks are a second
-``.rec`` that DALI's reader would not keep aligned with the images.
+need MXNet (its row in ``recforge.bench.loaders``). The result has the MXNet benchmark's
+layout, so the floors and the report read either. Classification and detection splits: a
+segmentation split's masks are a second ``.rec`` that DALI's reader would not keep aligned
+with the images.
 
-Detection (``loader: detection``): what ``ImageDetRecordIter`` hands a trainer, DALI's way —
-decode, resize to ``data_shape`` (aspect not kept, as its ``resize_mode=force``), mirror the
-image and its boxes together (``fn.bb_flip``), normalise to CHW float. The reader's label is
-the record's whole array (``[A, B, width, height, objects...]``, a negative's padding row
-included), a different length per image, so labels are read per sample, never as one dense
-array. No random crop: ``fn.random_bbox_crop`` cannot take a negative's padding row.
+Detection (a kind whose labels are boxes, ``loader: detection``): what
+``ImageDetRecordIter`` hands a trainer, DALI's way — decode, resize to ``data_shape``
+(aspect not kept, as its ``resize_mode=force``), mirror the image and its boxes together
+(``fn.bb_flip``), normalise to CHW float. The reader's label is the record's whole array
+(``[A, B, width, height, objects...]``, a negative's padding row included), a different
+length per image, so labels are read per sample, never as one dense array. No random crop:
+``fn.random_bbox_crop`` cannot take a negative's padding row.
 """
 
 from __future__ import annotations
@@ -25,17 +27,22 @@ import logging
 import math
 import platform
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from recforge.bench.loader import detection_problems, detection_summary, object_stats, span
+from recforge.bench.loaders import at_once, kind_of, one
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
 from recforge.bench.results import (
     bench_document,
     dataset_facts,
+    detection_problems,
+    detection_summary,
     label_range,
+    object_stats,
     picked,
     run_entry,
+    span,
     thread_grid,
 )
 from recforge.errors import needs_extra
@@ -92,7 +99,7 @@ def _pipeline(root: Path, opts: BenchOptions, threads: int, device: dict, seed_o
 
     gpu = device["kind"] == "gpu"
     c, h, w = opts.data_shape
-    detection = opts.loader == "detection"
+    detection = kind_of(opts.loader).boxes
 
     @pipeline_def(batch_size=opts.batch_size, num_threads=threads,
                   device_id=device["gpu_id"] if gpu else None, seed=opts.seed + seed_offset,
@@ -140,11 +147,11 @@ def _as_numpy(tensor_list):
 
 def _label_stats(labels, opts: BenchOptions) -> dict:
     """One batch's label facts, laid out like ``recforge.bench.loader.label_stats``: min and
-    max of the labels, or for detection the objects' class ids, boxes and negatives, read
+    max of the labels, or for boxes the objects' class ids, boxes and negatives, read
     sample by sample (each record's array has its own length)."""
     import numpy as np
 
-    if opts.loader != "detection":
+    if not kind_of(opts.loader).boxes:
         lab = _as_numpy(labels)
         return {"label_min": float(lab.min()), "label_max": float(lab.max())}
     if hasattr(labels, "as_cpu"):
@@ -198,7 +205,7 @@ def _timed_run(root: Path, opts: BenchOptions, threads: int, device: dict,
                     batches_seen=opts.warmup_batches + measured,
                     label_min=span(seen, "label_min", min),
                     label_max=span(seen, "label_max", max), problems=problems)
-    if opts.loader == "detection":
+    if kind_of(opts.loader).boxes:
         out["batches_seen"]["detection"] = detection_summary(seen)
     return out
 
@@ -233,22 +240,19 @@ def _value_check(root: Path, opts: BenchOptions, threads: int, device: dict,
            "problems": problems,
            "shapes": [list(x) for x in sorted(shapes)], "dtypes": sorted(dtypes),
            "note": "untimed pass in record order with the recommended num_threads"}
-    if opts.loader == "detection":
+    if kind_of(opts.loader).boxes:
         out["detection"] = detection_summary(seen)
         problems += detection_problems(out["detection"], "value check")
     return out
 
 
-def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
-                 sizes: dict | None, started: datetime) -> dict:
-    """The DALI loader's ``bench.json``-shaped result for the window in ``root``."""
+def measure(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
+            started: datetime, quiet: Callable[[], object] = at_once) -> dict:
+    """The DALI loader's ``bench.json``-shaped result for the window in ``root`` (the
+    signature of every loader, ``recforge.bench.loaders``; ``quiet`` is waited for first)."""
+    quiet()
     dali = _import_dali()
-    if opts.loader == "segmentation":
-        raise LoaderBenchError(
-            f"bench.loader dali/both measures classification and detection splits; "
-            f"options.loader is {opts.loader!r} (a segmentation split's masks are a second "
-            ".rec DALI's reader does not keep aligned): set bench.loader: mxnet for this "
-            "dataset")
+    one("dali").refuse(opts.loader)
     import cv2
     import numpy as np
 
@@ -281,7 +285,7 @@ def measure_dali(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
     values = _value_check(root, opts, best["effective_threads"], device, n_records)
     problems = [f"{r['effective_threads']} thread(s): {p}" for r in runs for p in r["problems"]]
     problems += values["problems"]
-    detection = opts.loader == "detection"
+    detection = kind_of(opts.loader).boxes
     lab_lo, lab_hi, label_problem = label_range(
         runs, values, num_classes, 1 if detection else opts.label_width,
         "the objects' class ids" if detection else "labels")

@@ -160,43 +160,57 @@ def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = No
             except OSError as exc:
                 raise MXNetEnvironmentMissing(f"cannot start {python}: {exc}; {HOW_TO}") \
                     from exc
-            deadline = None if timeout is None else time.monotonic() + timeout
-            try:
-                if callable(kwargs):  # made while the child starts; whole or not at all
-                    partial = kwargs_file.with_suffix(".partial")
-                    partial.write_text(json.dumps(with_quiet(kwargs())))
-                    os.replace(partial, kwargs_file)
-                if quiet is not None:
-                    while proc.poll() is None and not quiet.wait(QUIET_POLL_S):
-                        if deadline is not None and time.monotonic() > deadline:
-                            raise subprocess.TimeoutExpired(proc.args, timeout)
-                    quiet_file.touch()
-                proc.wait(None if deadline is None
-                          else max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired as exc:
-                proc.kill()
-                proc.wait()
-                raise MXNetProcessFailed(f"the MXNet process ({python}) ran past {timeout} s "
-                                         f"running {target}; it was killed") from exc
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
+            made = (lambda: with_quiet(kwargs())) if callable(kwargs) else None
+            _drive(proc, made, kwargs_file, quiet, quiet_file, timeout, target)
             stderr_file.seek(0)
             stderr = stderr_file.read().decode("utf-8", "replace")
         for line in stderr.splitlines()[-50:]:
             log.info("mxnet process: %s", line)
         reply = json.loads(response.read_text()) if response.exists() else None
+    return _result(reply, proc.returncode, stderr, python, target)
+
+
+def _drive(proc: subprocess.Popen, made: Callable[[], dict] | None, kwargs_file: Path,
+           quiet: threading.Event | None, quiet_file: Path, timeout: float | None,
+           target: str) -> None:
+    """``call``'s side while the child runs: hand it the arguments ``made`` (if they are
+    made now), touch ``quiet_file`` once ``quiet`` is set, wait for the child's end; a
+    child past ``timeout`` or an error here (``made`` raising) kills it."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        if made is not None:  # made while the child starts; whole or not at all
+            partial = kwargs_file.with_suffix(".partial")
+            partial.write_text(json.dumps(made()))
+            os.replace(partial, kwargs_file)
+        if quiet is not None:
+            while proc.poll() is None and not quiet.wait(QUIET_POLL_S):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(proc.args, timeout)
+            quiet_file.touch()
+        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.wait()
+        raise MXNetProcessFailed(f"the MXNet process ({proc.args[0]}) ran past {timeout} s "
+                                 f"running {target}; it was killed") from exc
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _result(reply: dict | None, returncode: int, stderr: str, python: str, target: str):
+    """The child's result, or its failure raised as ``call`` documents it."""
     if reply is not None and "error" in reply:
         err = reply["error"]
         kind = {"environment": MXNetEnvironmentMissing,
                 "loader": LoaderBenchError}.get(err["kind"], RecforgeFailure)
         message = err["message"] + (f"; {HOW_TO}" if err["kind"] == "environment" else "")
         raise kind(message)
-    if proc.returncode != 0 or reply is None:
+    if returncode != 0 or reply is None:
         raise MXNetProcessFailed(
             f"the MXNet process ({python} -m recforge.bench.worker {target}) exited with "
-            f"status {proc.returncode}{_signal_name(proc.returncode)} without a result; "
+            f"status {returncode}{_signal_name(returncode)} without a result; "
             f"stderr ends with:\n{stderr[-STDERR_TAIL:]}")
     return reply["result"]
 

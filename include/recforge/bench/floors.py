@@ -13,6 +13,7 @@ import os
 import threading
 
 from recforge import storage
+from recforge.bench import loaders
 from recforge.bench.benchmark import run_benchmark
 from recforge.bench.records import LoaderBenchError
 from recforge.errors import RecforgeFailure
@@ -42,8 +43,7 @@ def select_floors(spec: BenchSpec | None, device_kind: str, environment: str | N
     still fail the gate).
     """
     wanted = environment or os.environ.get(ENV_VAR) or None
-    floors = ({"dali": spec.dali_floors, "torch": spec.torch_floors}.get(loader, spec.floors)
-              if spec is not None else {})
+    floors = getattr(spec, loaders.one(loader).floors) if spec is not None else {}
     if not floors:  # $RECFORGE_BENCH_ENV is worker-wide; a spec without floors is not gated
         return None, None
     if wanted:
@@ -137,17 +137,17 @@ def run_and_gate(prefix: str, spec: BenchSpec | None, out_uri: str,
     results = run_benchmark(prefix, spec.options, previous=previous, loader=spec.loader,
                             quiet=quiet, identity=identity)
     measured = (results.get("loader_choice") or {}).get("measured", spec.loader)
-    primary = measured if measured in ("dali", "torch") else "mxnet"
+    primary = measured if measured in loaders.NAMES else "mxnet"  # both, all: MXNet's
     env, floors = select_floors(spec, results["device"]["kind"], environment, primary)
     results["dataset_version"] = dataset_version
     results["run_id"] = run_id
     results["floors"] = {"environment": env,
                          "values": floors.model_dump(mode="json") if floors else None}
     violations = check_floors(results, floors)
-    for name, label in (("dali", "DALI"), ("torch", "PyTorch")):
+    for name in loaders.BESIDE["all"]:
         if name not in results:  # measured beside MXNet's: gated by floors of its own
             continue
-        other = results[name]
+        other, label = results[name], loaders.one(name).label
         oenv, ofloors = select_floors(spec, other["device"]["kind"], environment, name)
         other["floors"] = {"environment": oenv,
                            "values": ofloors.model_dump(mode="json") if ofloors else None}

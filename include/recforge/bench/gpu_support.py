@@ -193,8 +193,12 @@ def _installed(module: str) -> bool:
 
 
 def installed_loaders() -> dict[str, bool]:
-    """Which of the core environment's loaders can be imported here."""
-    return {"torch": _installed("torch"), "dali": _installed("nvidia.dali")}
+    """Which of the core environment's loaders (``recforge.bench.loaders``) can be imported
+    here."""
+    from recforge.bench import loaders
+
+    return {r.name: _installed(r.requires) for r in loaders.LOADERS
+            if r.interpreter == loaders.CORE}
 
 
 @functools.lru_cache(maxsize=4)
@@ -243,6 +247,10 @@ class Choice:
                 "mxnet_kernels": self.mxnet_kernels}
 
 
+# the ``bench.loader`` values that measure MXNet's loader (``both``, ``all``: beside others)
+WITH_MXNET = ("mxnet", "both", "all")
+
+
 def choose_loader(requested: str, device: str, task_loader: str, gpu: GpuInfo | None,
                   archs: dict[str, list[int]], installed: dict[str, bool]) -> Choice:
     """What ``bench.loader: requested`` measures on a host with ``gpu`` (None: no GPU), given
@@ -251,14 +259,15 @@ def choose_loader(requested: str, device: str, task_loader: str, gpu: GpuInfo | 
     A GPU worker is a host where ``device`` is not ``cpu`` and a GPU is present. There
     ``auto`` picks MXNet's loader when its kernels run on the GPU, else the PyTorch loader
     (classification), else DALI (classification, detection) when installed; elsewhere
-    ``auto`` is MXNet's loader as before. MXNet's loader (``mxnet``, ``both``) with
+    ``auto`` is MXNet's loader as before. MXNet's loader (``mxnet``, ``both``, ``all``) with
     ``device=gpu`` on a GPU its kernels cannot run on is refused, never measured on CPU.
     """
+    from recforge.bench.loaders import one
     from recforge.bench.records import LoaderBenchError
 
     match = kernel_match(archs, gpu.capability if gpu else None)
     kernels = match.sentence if gpu else None
-    if requested in ("mxnet", "both", "all") and device == "gpu" and gpu and not match.runs:
+    if requested in WITH_MXNET and device == "gpu" and gpu and not match.runs:
         raise LoaderBenchError(mxnet_refusal(gpu, match, requested))
     if requested != "auto":
         return Choice(requested, requested, f"bench.loader: {requested}", gpu, kernels)
@@ -269,10 +278,10 @@ def choose_loader(requested: str, device: str, task_loader: str, gpu: GpuInfo | 
         return Choice("auto", "mxnet", f"auto: MXNet's kernels run on {gpu.describe()} "
                       f"({match.mode})", gpu, kernels)
     cant = f"MXNet's kernels cannot run on {gpu.describe()}"
-    if task_loader == "image_record_iter" and installed.get("torch"):
+    if one("torch").serves(task_loader) and installed.get("torch"):
         return Choice("auto", "torch", f"auto: {cant}; the PyTorch loader measures", gpu,
                       kernels)
-    if task_loader in ("image_record_iter", "detection") and installed.get("dali"):
+    if one("dali").serves(task_loader) and installed.get("dali"):
         return Choice("auto", "dali", f"auto: {cant}; DALI's loader measures", gpu, kernels)
     raise LoaderBenchError(
         f"bench.loader auto: {cant} ({match.sentence}), and no other loader for "
@@ -288,7 +297,7 @@ def resolve_loader(requested: str, device: str, gpu_id: int, task_loader: str,
     the MXNet environment's library (``mxnet_python()`` names its interpreter; read only
     when a GPU is there)."""
     needs_gpu = (requested == "auto" and device != "cpu") or (
-        requested in ("mxnet", "both") and device == "gpu")
+        requested in WITH_MXNET and device == "gpu")
     gpu = probe_gpu(gpu_id) if needs_gpu else None
     archs = MXNET_CU112
     if gpu is not None:

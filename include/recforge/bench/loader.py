@@ -2,12 +2,14 @@
 
 Measures what a training loop sees: images per second over a warm window, per-batch latency
 percentiles, time to the first batch, ``.rec`` bytes consumed per second, and every batch's
-shape, dtype and label range (value ranges in a separate, untimed pass: ``check_values``).
-MXNet's own log line (captured from fd 2) says how many decode threads it really used.
+shape, dtype and label range (value ranges in a separate, untimed pass:
+``recforge.bench.value_check``). MXNet's own log line (captured from fd 2) says how many
+decode threads it really used. Runs in the MXNet environment.
 
-``loader: detection`` runs ``mx.io.ImageDetRecordIter`` the same way: its own arguments
-(``det_iter_kwargs``), and labels read as objects (``detection_objects``): the label range is
-then the class ids of the real objects, with the boxes' range and the negatives beside it.
+For a kind whose labels are boxes (``loader: detection``) it runs ``mx.io.ImageDetRecordIter``
+the same way: its own arguments (``det_iter_kwargs``), and labels read as objects
+(``detection_objects``): the label range is then the class ids of the real objects, with
+the boxes' range and the negatives beside it (``recforge.bench.results``).
 
 An iterator error becomes one sentence with the values and the fix (``explain_iter_error``);
 the real size error is an explicit ``max_crop_size`` larger than an image, reported with the
@@ -17,18 +19,17 @@ smallest image found.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from recforge.bench.device import first_mxnet_message, gpu_used_bytes
+from recforge.bench.loaders import kind_of
 from recforge.bench.records import LoaderBenchError, count_records
-from recforge.bench.results import percentile, rounded
+from recforge.bench.results import detection_summary, latency_ms, object_stats, span
 from recforge.format import names
 from recforge.spec.bench import BenchOptions
 
@@ -38,7 +39,6 @@ _THREADS_RE = re.compile(r"use (\d+) threads for decoding")
 _PAD_WIDTH_RE = re.compile(r"label padding width: (\d+)")  # ImageDetRecordIter's log line
 
 DET_ITER = "mx.io.ImageDetRecordIter"
-VALUE_CHECK_PARTS = 2  # the most iterators the untimed value check runs side by side
 # ImageDetRecordIter prefixes each label row with (channels, height, width, label length)
 DET_PREFIX = 4
 
@@ -69,7 +69,12 @@ def _captured_stderr():
 
 def iter_name(opts: BenchOptions) -> str:
     """The iterator ``opts`` measures, as ``bench.json``'s ``loader`` names it."""
-    return DET_ITER if opts.loader == "detection" else "mx.io.ImageRecordIter"
+    return DET_ITER if boxes(opts) else "mx.io.ImageRecordIter"
+
+
+def boxes(opts: BenchOptions) -> bool:
+    """Whether ``opts`` reads a kind whose labels are boxes (ImageDetRecordIter's)."""
+    return kind_of(opts.loader).boxes
 
 
 def det_iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool) -> dict:
@@ -94,7 +99,7 @@ def det_iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool)
 
 def _iter_kwargs(root: Path, opts: BenchOptions, threads: int, verbose: bool,
                  device_id: int = 0) -> dict:
-    if opts.loader == "detection":
+    if boxes(opts):
         return det_iter_kwargs(root, opts, threads, verbose)
     kw = {
         "path_imgrec": str(root / names.rec(opts.split)),
@@ -143,7 +148,7 @@ def explain_iter_error(exc: Exception, rec: Path, opts: BenchOptions,
     return f"{iter_name(opts).rsplit('.', 1)[-1]} failed on {rec}: {msg} — {hint}"
 
 
-def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | None,
+def open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | None,
                device_id: int = 0, parts: tuple[int, int] | None = None):
     """Construct the iterator (which decodes the first batch); returns (iter, seconds, log).
     ``parts``: ``(num_parts, part_index)``, the iterator reads that part of the records."""
@@ -153,8 +158,7 @@ def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | N
     with _captured_stderr() as err:
         try:
             # MXDataIter.__init__ fetches the first batch, so this is time to first batch
-            make = mx.io.ImageDetRecordIter if opts.loader == "detection" \
-                else mx.io.ImageRecordIter
+            make = mx.io.ImageDetRecordIter if boxes(opts) else mx.io.ImageRecordIter
             kw = _iter_kwargs(root, opts, threads, verbose=True, device_id=device_id)
             if parts is not None:
                 kw.update(num_parts=parts[0], part_index=parts[1])
@@ -170,7 +174,7 @@ def _open_iter(mx, root: Path, opts: BenchOptions, threads: int, sizes: dict | N
     return it, seconds, text
 
 
-def _next(it):
+def next_batch(it):
     """Next batch, wrapping to a new epoch like a training loop; returns (batch, wrapped)."""
     try:
         return it.next(), False
@@ -207,60 +211,13 @@ def detection_objects(labels) -> tuple:
 
 
 def label_stats(labels, opts: BenchOptions, pad: int = 0) -> dict:
-    """One batch's label facts: its min and max; for ``loader: detection`` the class ids'
-    range of the real objects (None when the batch holds none), the boxes' range, and the
-    images without objects (``pad`` repeated images at the end not counted)."""
-    if opts.loader != "detection":
+    """One batch's label facts: its min and max; for boxes (``loader: detection``) the class
+    ids' range of the real objects (None when the batch holds none), the boxes' range, and
+    the images without objects (``pad`` repeated images at the end not counted)."""
+    if not boxes(opts):
         return {"label_min": float(labels.min()), "label_max": float(labels.max())}
     objects, per_image = detection_objects(labels[:len(labels) - pad] if pad else labels)
     return object_stats(objects, per_image)
-
-
-def object_stats(objects, per_image) -> dict:
-    """A batch's ``label_stats`` for detection: ``objects`` (N, 6) rows of the real objects,
-    ``per_image`` the object count of each image (numpy arrays)."""
-    have = len(objects) > 0
-    return {
-        "label_min": float(objects[:, 0].min()) if have else None,
-        "label_max": float(objects[:, 0].max()) if have else None,
-        "objects": int(len(objects)), "negatives": int((per_image == 0).sum()),
-        "max_objects": int(per_image.max()) if len(per_image) else 0,
-        "box_min": float(objects[:, 1:5].min()) if have else None,
-        "box_max": float(objects[:, 1:5].max()) if have else None,
-        "boxes_ordered": bool(((objects[:, 3] > objects[:, 1])
-                               & (objects[:, 4] > objects[:, 2])).all()) if have else True,
-    }
-
-
-def span(rows: list[dict], key: str, pick):
-    """``pick`` (min or max) of ``key`` over ``rows``, the Nones left out; None if all are."""
-    return pick((r[key] for r in rows if r.get(key) is not None), default=None)
-
-
-def detection_summary(rows: list[dict]) -> dict:
-    """What the batches' ``label_stats`` say about the objects, over ``rows``."""
-    return {
-        "objects": sum(r["objects"] for r in rows),
-        "images_without_objects": sum(r["negatives"] for r in rows),
-        "max_objects_per_image": max((r["max_objects"] for r in rows), default=0),
-        "box_min": span(rows, "box_min", min), "box_max": span(rows, "box_max", max),
-        "boxes_ordered": all(r["boxes_ordered"] for r in rows),
-    }
-
-
-def detection_problems(summary: dict, where: str, need_objects: bool = True) -> list[str]:
-    """The boxes a detection loader handed out that a trainer cannot use (and, with
-    ``need_objects``, a pass that saw no object at all: one epoch should)."""
-    out = []
-    lo, hi = summary["box_min"], summary["box_max"]
-    if lo is not None and not (0.0 <= lo and hi <= 1.0):
-        out.append(f"{where}: boxes span [{lo:g}, {hi:g}], outside the normalised [0, 1]")
-    if not summary["boxes_ordered"]:
-        out.append(f"{where}: a box has xmin >= xmax or ymin >= ymax")
-    if need_objects and summary["objects"] == 0:
-        out.append(f"{where}: no batch held an object: every image read is a negative "
-                   "(or the labels are not detection label arrays)")
-    return out
 
 
 def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
@@ -270,22 +227,61 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
     Per batch the timed loop only waits for the data (copied to the GPU when there is one)
     and reads the labels; shape, dtype, pad and label range of every batch are recorded.
     Value ranges need full reductions, which on CPU steal the decode threads' cores (they
-    cut measured throughput by 40-90 % on 2 cores), so ``check_values`` does them in a
-    separate, untimed pass.
+    cut measured throughput by 40-90 % on 2 cores), so ``value_check.check_values`` does
+    them in a separate, untimed pass.
     """
     import mxnet as mx
-    import numpy as np
 
     rec = root / names.rec(opts.split)
     ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
     gpu_base = gpu_used_bytes(mx, device["gpu_id"]) if ctx is not None else None
-    gpu_peak = gpu_base
-    it, first_batch_s, text = _open_iter(mx, root, opts, threads, sizes,
-                                         device["gpu_id"] or 0)
+    it, first_batch_s, text = open_iter(mx, root, opts, threads, sizes,
+                                        device["gpu_id"] or 0)
     m = _THREADS_RE.search(text)
     observed = int(m.group(1)) if m else None
     m = _PAD_WIDTH_RE.search(text)
     pad_width = int(m.group(1)) if m else None
+    timed = _timed_batches(mx, it, opts, threads, ctx, device["gpu_id"], gpu_base)
+    del it
+
+    rec_bytes = rec.stat().st_size
+    n_records = count_records(root / names.idx(opts.split))
+    latencies, per_batch, window_s = timed["latencies"], timed["batches"], timed["seconds"]
+    ips = timed["images"] / window_s if window_s > 0 else 0.0
+    out = {
+        "requested_threads": threads,
+        "observed_threads": observed,
+        "time_to_first_batch_s": round(first_batch_s, 4),
+        "images_per_sec": round(ips, 1),
+        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
+        "latency_ms": latency_ms(latencies),
+        "window": {"batches": len(latencies), "images": timed["images"],
+                   "seconds": round(window_s, 4), "warmup_batches": opts.warmup_batches,
+                   "epochs_wrapped": timed["epochs"]},
+        "batches_seen": {
+            "count": len(per_batch),
+            "shapes": sorted({tuple(b["shape"]) for b in per_batch}),
+            "dtypes": sorted({b["dtype"] for b in per_batch}),
+            "label_min": span(per_batch, "label_min", min),
+            "label_max": span(per_batch, "label_max", max),
+        },
+        "batches": per_batch,
+        "gpu_memory_peak_bytes": timed["gpu_peak"],
+        "gpu_memory_baseline_bytes": gpu_base,
+        "problems": timed["problems"],
+    }
+    if boxes(opts):
+        out["batches_seen"]["detection"] = detection_summary(per_batch)
+        out["label_pad_width"] = pad_width  # as the iterator logged it
+    return out
+
+
+def _timed_batches(mx, it, opts: BenchOptions, threads: int, ctx, gpu_id: int | None,
+                   gpu_peak: int | None) -> dict:
+    """The timed loop of ``run_loader`` over ``it``: warm-up, then the measured window
+    (stopped early at ``max_seconds_per_run``); each batch's row, the window's latencies,
+    images, seconds and wrapped epochs, the problems and the GPU memory peak."""
+    import numpy as np
 
     expect_shape = [opts.batch_size, *opts.data_shape]
     per_batch: list[dict] = []
@@ -299,7 +295,7 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
             window_start = time.perf_counter()
             images = 0
         t = time.perf_counter()
-        batch, wrapped = _next(it)
+        batch, wrapped = next_batch(it)
         epochs += wrapped
         data = batch.data[0]
         if ctx is not None:
@@ -308,7 +304,7 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
         lat = time.perf_counter() - t
         labels = batch.label[0].asnumpy()
         if ctx is not None:
-            gpu_peak = max(gpu_peak, gpu_used_bytes(mx, device["gpu_id"]))
+            gpu_peak = max(gpu_peak, gpu_used_bytes(mx, gpu_id))
         pad = int(batch.pad or 0)
         row = {
             "batch": i, "warmup": i < opts.warmup_batches, "latency_ms": round(lat * 1e3, 3),
@@ -326,146 +322,6 @@ def run_loader(root: Path, opts: BenchOptions, threads: int, device: dict,
                             "(max_seconds_per_run=%s)", threads, len(latencies),
                             opts.max_seconds_per_run)
                 break
-    window_s = time.perf_counter() - window_start
-    del it
-
-    rec_bytes = rec.stat().st_size
-    n_records = count_records(root / names.idx(opts.split))
-    ips = images / window_s if window_s > 0 else 0.0
-    out = {
-        "requested_threads": threads,
-        "observed_threads": observed,
-        "time_to_first_batch_s": round(first_batch_s, 4),
-        "images_per_sec": round(ips, 1),
-        "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
-        "latency_ms": {
-            "p50": rounded(percentile(latencies, 50) * 1e3),
-            "p95": rounded(percentile(latencies, 95) * 1e3),
-            "p99": rounded(percentile(latencies, 99) * 1e3), "max": rounded(max(latencies) * 1e3),
-            "mean": rounded(sum(latencies) / len(latencies) * 1e3),
-        },
-        "window": {"batches": len(latencies), "images": images, "seconds": round(window_s, 4),
-                   "warmup_batches": opts.warmup_batches, "epochs_wrapped": epochs},
-        "batches_seen": {
-            "count": len(per_batch),
-            "shapes": sorted({tuple(b["shape"]) for b in per_batch}),
-            "dtypes": sorted({b["dtype"] for b in per_batch}),
-            "label_min": span(per_batch, "label_min", min),
-            "label_max": span(per_batch, "label_max", max),
-        },
-        "batches": per_batch,
-        "gpu_memory_peak_bytes": gpu_peak,
-        "gpu_memory_baseline_bytes": gpu_base,
-        "problems": problems,
-    }
-    if opts.loader == "detection":
-        out["batches_seen"]["detection"] = detection_summary(per_batch)
-        out["label_pad_width"] = pad_width  # as the iterator logged it
-    return out
-
-
-def value_check_parts(opts: BenchOptions, n_records: int, threads: int, procs: int,
-                      device_kind: str = "cpu") -> int:
-    """How many iterators the value check runs side by side, each over its part of the
-    window (``num_parts``/``part_index``): up to ``VALUE_CHECK_PARTS`` where the host has
-    the cores for their decode threads (MXNet caps an iterator's threads at
-    ``max(nprocs/2 - 1, 1)``, so one iterator leaves half the cores idle), each part at
-    least a batch. One for ImageDetRecordIter, which splits its file by bytes without an
-    index, and on a GPU, where the reductions are MXNet operations: they stay in one
-    Python thread."""
-    if opts.loader == "detection" or device_kind != "cpu":
-        return 1
-    return max(1, min(VALUE_CHECK_PARTS, procs // max(threads, 1),
-                      n_records // opts.batch_size))
-
-
-def check_values(root: Path, opts: BenchOptions, threads: int, device: dict,
-                 sizes: dict | None = None, procs: int = 1) -> dict:
-    """Untimed pass: value range and finiteness of every batch of one epoch.
-
-    One epoch (capped at ``max_check_batches``) sees every record once. Reductions run on the
-    GPU when there is one (after the same copy training does), else in numpy. The window is
-    read by ``value_check_parts`` iterators side by side (``procs``: the host's CPUs), each
-    over its part for one epoch of it, together within the cap: the same records and
-    checks in less time, since the pass is untimed.
-    """
-    import mxnet as mx
-
-    n_records = count_records(root / names.idx(opts.split))
-    parts = value_check_parts(opts, n_records, threads, procs, device["kind"])
-    ctx = mx.gpu(device["gpu_id"]) if device["kind"] == "gpu" else None
-    # opened one after another: opening captures fd 2 for MXNet's log line
-    iters = [_open_iter(mx, root, opts, threads, sizes, device["gpu_id"] or 0,
-                        parts=(parts, p) if parts > 1 else None)[0] for p in range(parts)]
-    if parts == 1:
-        n_batches = min(math.ceil(n_records / opts.batch_size), opts.max_check_batches)
-        checked = [_check_batches(mx, iters[0], n_batches, ctx, opts, wrap=True)]
-    else:
-        caps = [opts.max_check_batches // parts + (p < opts.max_check_batches % parts)
-                for p in range(parts)]
-        with ThreadPoolExecutor(parts, thread_name_prefix="recforge-value-check") as pool:
-            checked = list(pool.map(lambda ic: _check_batches(mx, ic[0], ic[1], ctx, opts),
-                                    zip(iters, caps, strict=True)))
-    rows, problems = [], []
-    for i, r in enumerate(r for got in checked for r in got):
-        if not r.pop("labels_finite"):
-            problems.append(f"value check batch {i}: labels hold NaN or Inf")
-        if not r["finite"]:
-            problems.append(f"value check batch {i}: data has NaN or Inf")
-        rows.append({**r, "batch": i})
-    covered = sum(opts.batch_size - r["pad"] for r in rows)
-    del iters
-    lo = min(r["min"] for r in rows)
-    hi = max(r["max"] for r in rows)
-    if hi <= lo:
-        problems.append(f"every value of every checked batch is {lo}: the images decode to a "
-                        "constant (corrupt data or a wrong mean/std)")
-    out = {
-        "batches": len(rows), "records_covered": min(n_records, covered),
-        "of_records": n_records, "iterators": parts, "value_min": lo, "value_max": hi,
-        "all_finite": all(r["finite"] for r in rows),
-        "label_min": span(rows, "label_min", min),
-        "label_max": span(rows, "label_max", max),
-        "shapes": sorted({tuple(r["shape"]) for r in rows}),
-        "dtypes": sorted({r["dtype"] for r in rows}),
-        "per_batch": rows, "problems": problems,
-        "note": "untimed pass with the spec's preprocess_threads (as MXNet caps them), before "
-                "the timed sweep; with several iterators, each over its part of the window",
-    }
-    if opts.loader == "detection":
-        out["detection"] = detection_summary(rows)
-        problems += detection_problems(out["detection"], "value check")
-    return out
-
-
-def _check_batches(mx, it, n_batches: int, ctx, opts: BenchOptions, wrap: bool = False
-                   ) -> list[dict]:
-    """Up to ``n_batches`` of ``it`` checked (the end of its epoch ends them, unless
-    ``wrap``): each batch's row, with ``labels_finite``."""
-    import numpy as np
-
-    rows = []
-    for i in range(n_batches):
-        if wrap:
-            batch, _ = _next(it)
-        else:
-            try:
-                batch = it.next()
-            except StopIteration:
-                break
-        data = batch.data[0]
-        if ctx is not None:
-            data = data.as_in_context(ctx)
-            red = mx.nd.concat(mx.nd.min(data).reshape((1,)), mx.nd.max(data).reshape((1,)),
-                               mx.nd.sum(data).reshape((1,)), dim=0).asnumpy()
-            lo, hi, finite = float(red[0]), float(red[1]), bool(np.isfinite(red[2]))
-        else:
-            a = data.asnumpy()
-            lo, hi, finite = float(a.min()), float(a.max()), bool(np.isfinite(a).all())
-        labels = batch.label[0].asnumpy()
-        pad = int(batch.pad or 0)
-        rows.append({"batch": i, "shape": list(data.shape), "dtype": np.dtype(data.dtype).name,
-                     "min": lo, "max": hi, "finite": finite,
-                     **label_stats(labels, opts, pad), "pad": pad,
-                     "labels_finite": bool(np.isfinite(labels).all())})
-    return rows
+    return {"batches": per_batch, "latencies": latencies, "images": images, "epochs": epochs,
+            "seconds": time.perf_counter() - window_start, "problems": problems,
+            "gpu_peak": gpu_peak}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from recforge.bench import loaders
+
 
 def format_table(results: dict) -> str:
     s = results["summary"]
@@ -53,9 +55,9 @@ def format_table(results: dict) -> str:
     lines += [f"PROBLEM: {p}" for p in results["problems"]]
     for v in results.get("violations", []):  # DALI's and PyTorch's too, prefixed
         lines.append(f"FLOOR: {v}")
-    for name, label in (("dali", "DALI"), ("torch", "PyTorch")):
+    for name in loaders.BESIDE["all"]:
         if results.get(name):
-            lines += ["", f"--- {label}, side by side ---",
+            lines += ["", f"--- {loaders.one(name).label}, side by side ---",
                       format_table({**results[name], "violations": []})]
     return "\n".join(lines)
 

@@ -1,8 +1,10 @@
-"""What both loaders' results share: the ``bench.json`` schema, latency numbers, the pick.
+"""What every loader's results share: the ``bench.json`` schema, latency numbers, the pick,
+the label and detection statistics.
 
-The ImageRecordIter benchmark and the segmentation loader write the same result layout, so
-floors, the quality gate and ``bench.json`` work unchanged for either; the pieces they
-compute alike live here, below both.
+Every loader (``recforge.bench.loaders``) writes the same result layout, so floors, the
+quality gate and ``bench.json`` work unchanged for any; the pieces they compute alike live
+here, below all of them, in either interpreter (no numpy at import, nothing the MXNet
+environment lacks).
 """
 
 from __future__ import annotations
@@ -30,6 +32,15 @@ def percentile(values: list[float], q: float) -> float | None:
 def rounded(x: float | None, nd: int = 3) -> float | None:
     """``x`` rounded to ``nd`` digits, None kept: how ``bench.json`` writes its numbers."""
     return None if x is None else round(x, nd)
+
+
+def latency_ms(latencies: list[float]) -> dict:
+    """A run's ``latency_ms``: percentiles, max and mean of its per-batch seconds, in ms."""
+    return {"p50": rounded(percentile(latencies, 50) * 1e3),
+            "p95": rounded(percentile(latencies, 95) * 1e3),
+            "p99": rounded(percentile(latencies, 99) * 1e3),
+            "max": rounded(max(latencies) * 1e3),
+            "mean": rounded(sum(latencies) / len(latencies) * 1e3)}
 
 
 def dataset_facts(n_records: int, rec_bytes: int, num_classes: int | None,
@@ -74,11 +85,7 @@ def run_entry(*, threads: int, first: float, ips: float, rec_bytes: int, n_recor
         "observed_threads": threads,
         "time_to_first_batch_s": round(first, 4), "images_per_sec": round(ips, 1),
         "read_mb_per_sec": round(ips * rec_bytes / max(n_records, 1) / 1e6, 3),
-        "latency_ms": {"p50": rounded(percentile(latencies, 50) * 1e3),
-                       "p95": rounded(percentile(latencies, 95) * 1e3),
-                       "p99": rounded(percentile(latencies, 99) * 1e3),
-                       "max": rounded(max(latencies) * 1e3),
-                       "mean": rounded(sum(latencies) / len(latencies) * 1e3)},
+        "latency_ms": latency_ms(latencies),
         "window": {"batches": measured, "images": measured * opts.batch_size,
                    "seconds": round(window, 4), "warmup_batches": opts.warmup_batches},
         "batches_seen": {"count": batches_seen, "shapes": [list(x) for x in sorted(shapes)],
@@ -158,3 +165,50 @@ def label_range(runs: list[dict], values: dict, num_classes: int | None,
         lo < 0 or hi >= num_classes or lo != int(lo) or hi != int(hi))
     return lo, hi, (f"{what} span [{lo:g}, {hi:g}], not integers in [0, {num_classes}) as "
                     "classes.json says" if bad else None)
+
+
+def span(rows: list[dict], key: str, pick):
+    """``pick`` (min or max) of ``key`` over ``rows``, the Nones left out; None if all are."""
+    return pick((r[key] for r in rows if r.get(key) is not None), default=None)
+
+
+def object_stats(objects, per_image) -> dict:
+    """A detection batch's label facts: ``objects`` (N, 6) rows of the real objects,
+    ``per_image`` the object count of each image (numpy arrays)."""
+    have = len(objects) > 0
+    return {
+        "label_min": float(objects[:, 0].min()) if have else None,
+        "label_max": float(objects[:, 0].max()) if have else None,
+        "objects": int(len(objects)), "negatives": int((per_image == 0).sum()),
+        "max_objects": int(per_image.max()) if len(per_image) else 0,
+        "box_min": float(objects[:, 1:5].min()) if have else None,
+        "box_max": float(objects[:, 1:5].max()) if have else None,
+        "boxes_ordered": bool(((objects[:, 3] > objects[:, 1])
+                               & (objects[:, 4] > objects[:, 2])).all()) if have else True,
+    }
+
+
+def detection_summary(rows: list[dict]) -> dict:
+    """What the batches' ``object_stats`` say about the objects, over ``rows``."""
+    return {
+        "objects": sum(r["objects"] for r in rows),
+        "images_without_objects": sum(r["negatives"] for r in rows),
+        "max_objects_per_image": max((r["max_objects"] for r in rows), default=0),
+        "box_min": span(rows, "box_min", min), "box_max": span(rows, "box_max", max),
+        "boxes_ordered": all(r["boxes_ordered"] for r in rows),
+    }
+
+
+def detection_problems(summary: dict, where: str, need_objects: bool = True) -> list[str]:
+    """The boxes a detection loader handed out that a trainer cannot use (and, with
+    ``need_objects``, a pass that saw no object at all: one epoch should)."""
+    out = []
+    lo, hi = summary["box_min"], summary["box_max"]
+    if lo is not None and not (0.0 <= lo and hi <= 1.0):
+        out.append(f"{where}: boxes span [{lo:g}, {hi:g}], outside the normalised [0, 1]")
+    if not summary["boxes_ordered"]:
+        out.append(f"{where}: a box has xmin >= xmax or ymin >= ymax")
+    if need_objects and summary["objects"] == 0:
+        out.append(f"{where}: no batch held an object: every image read is a negative "
+                   "(or the labels are not detection label arrays)")
+    return out

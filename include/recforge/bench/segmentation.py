@@ -1,7 +1,8 @@
 """The segmentation loader: ``SegmentationRecordDataset`` + Gluon ``DataLoader``, timed.
 
 What segmentation users train with, swept over DataLoader ``num_workers`` instead of
-``preprocess_threads``; the result has the ImageRecordIter benchmark's layout.
+``preprocess_threads``; the result has the ImageRecordIter benchmark's layout. Runs in the
+MXNet environment (its row in ``recforge.bench.loaders``).
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 from recforge.bench.device import gpu_used_bytes, host_info, nprocs, resolve_device
+from recforge.bench.loaders import at_once
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records
 from recforge.bench.results import (
     bench_document,
     dataset_facts,
-    percentile,
+    latency_ms,
     recommend,
     rounded,
     summary_of,
@@ -27,14 +31,16 @@ from recforge.spec.bench import BenchOptions
 log = logging.getLogger(__name__)
 
 
-def measure_segmentation(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
-                         started) -> dict:
+def measure(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
+            started: datetime, quiet: Callable[[], object] = at_once) -> dict:
     """The segmentation loader: ``SegmentationRecordDataset`` + joint transforms (mirror,
     random crop to ``data_shape`` padded with ignore, ToTensor) + Gluon ``DataLoader``, timed
     like ``run_loader`` over a ``num_workers`` grid (``thread_grid`` values, capped at the CPU
     count, plus 0). Same result layout as the ImageRecordIter benchmark, so floors, the
     quality gate and ``bench.json`` work unchanged; ``preprocess_threads`` there means
-    DataLoader workers here."""
+    DataLoader workers here. The signature of every loader (``recforge.bench.loaders``):
+    ``sizes`` is not used (the result has no size check), ``quiet`` is waited for first."""
+    quiet()
     import mxnet as mx
 
     device = resolve_device(opts.device, opts.gpu_id)
@@ -164,10 +170,7 @@ def _timed_run(mx, ds, opts: BenchOptions, nw: int, ctx, device: dict, gpu_base:
         "requested_threads": [nw], "effective_threads": nw, "observed_threads": nw,
         "time_to_first_batch_s": round(first or 0.0, 4), "images_per_sec": round(ips, 1),
         "read_mb_per_sec": round(ips * rec_bytes / n_records / 1e6, 3),
-        "latency_ms": {k: rounded(percentile(latencies, q) * 1e3) for k, q in
-                       (("p50", 50), ("p95", 95), ("p99", 99))} |
-                      {"max": rounded(max(latencies) * 1e3),
-                       "mean": rounded(sum(latencies) / len(latencies) * 1e3)},
+        "latency_ms": latency_ms(latencies),
         "window": {"batches": len(latencies), "images": images, "seconds": round(window, 4),
                    "warmup_batches": opts.warmup_batches, "epochs_wrapped": epochs},
         "batches": per_batch, "problems": [],

@@ -18,7 +18,8 @@ read it unchanged. Parts:
   ``decode_batch_gpu`` decodes each batch);
 - ``Batcher``: encoded or decoded samples to one ``(images, labels)`` batch;
 - ``timed_run`` / ``value_check``: one timed sweep point / the untimed pass;
-- ``measure_torch``: the ``bench.json``-shaped result for a fetched window.
+- ``measure``: the ``bench.json``-shaped result for a fetched window (the signature of every
+  loader, ``recforge.bench.loaders``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ import math
 import platform
 import random
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recforge.bench.loaders import at_once, one
 from recforge.bench.records import LoaderBenchError, bare_decode, count_records, size_check
 from recforge.bench.results import (
     bench_document,
@@ -314,14 +317,13 @@ def value_check(torch, dataset, opts: BenchOptions, workers: int, device: dict,
             "note": "untimed pass in record order with the recommended num_workers"}
 
 
-def measure_torch(prefix: str, root: Path, opts: BenchOptions, fetched: dict,
-                  sizes: dict | None, started: datetime) -> dict:
-    """The PyTorch loader's ``bench.json``-shaped result for the window in ``root``."""
+def measure(prefix: str, root: Path, opts: BenchOptions, fetched: dict, sizes: dict | None,
+            started: datetime, quiet: Callable[[], object] = at_once) -> dict:
+    """The PyTorch loader's ``bench.json``-shaped result for the window in ``root`` (the
+    signature of every loader, ``recforge.bench.loaders``; ``quiet`` is waited for first)."""
+    quiet()
     torch = _import_torch()
-    if opts.loader != "image_record_iter":
-        raise LoaderBenchError(
-            f"bench.loader torch measures classification splits; options.loader is "
-            f"{opts.loader!r}: set bench.loader: mxnet (or auto) for this dataset")
+    one("torch").refuse(opts.loader)
     from recforge.bench.device import nprocs
 
     device = resolve_device(opts.device, opts.gpu_id, torch)
