@@ -157,7 +157,8 @@ def test_parse_time_loads_only_the_spec_the_layouts_and_the_airflow_edge(both_ki
         tree = ast.parse((REPO / path).read_text())
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                      and n.module and n.module.startswith("recforge")}
-    assert imported <= {"recforge.spec", "recforge.errors", "recforge.orchestration",
+    assert imported <= {"recforge.spec", "recforge.errors", "recforge.kinds",
+                        "recforge.orchestration",
                         "recforge.orchestration.docs", "recforge.orchestration.pools",
                         "recforge.orchestration.notifier", "recforge.orchestration.specs",
                         "recforge.orchestration.stage", "recforge.orchestration.events",

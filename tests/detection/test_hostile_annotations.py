@@ -89,6 +89,13 @@ def test_a_size_beyond_any_image_refuses_its_entry_naming_it(tmp_path, width):
     assert "beyond 2,147,483,647 pixels" in refused["image 1"].detail
 
 
+def test_a_size_beyond_any_image_beside_one_of_a_wrong_type_names_both_readably(tmp_path):
+    path = tmp_path / "sizes.json"
+    path.write_bytes(_doc([{"id": 1, "file_name": "a.jpg", "width": 3e9, "height": "10"}], []))
+    detail = {e.part: e for e in coco.parse(path, KEY).refused}["image 1"].detail
+    assert "width 3000000000.0 / height of a wrong type: beyond" in detail, detail
+
+
 def test_an_integer_beyond_64_bits_refuses_the_file_naming_where(tmp_path):
     path = tmp_path / "overflow.json"
     path.write_bytes(_doc([{"id": 1, "file_name": "a.jpg", "width": 2**64, "height": 10}]))

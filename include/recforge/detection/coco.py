@@ -228,8 +228,8 @@ class _Scan:
         elif not isinstance(name, str) or not name:
             why = f"no file_name (file_name {_shown(name)})"
         elif any(type(v) in (int, float) and abs(v) > MAX_SIDE for v in (width, height)):
-            why = (f"width {width!r} / height {height!r}: beyond {MAX_SIDE:,} pixels, no "
-                   "image's size")
+            why = (f"width {_shown(width)} / height {_shown(height)}: beyond {MAX_SIDE:,} "
+                   "pixels, no image's size")
         else:
             unsafe = self.unsafe(name) or self.unsafe(self.prefix + name)
             if unsafe:
@@ -262,21 +262,34 @@ class _Scan:
         self.widths.append(_whole(width) or 0)
         self.heights.append(_whole(height) or 0)
 
+    def annotation(self, pos: int, aid, iid, cid, bbox, crowd) -> None:
+        """Keep an annotation whose own fields are usable in the columns, else note it in
+        ``odd``."""
+        if (type(aid) is int and type(iid) is int and type(cid) is int
+                and type(bbox) is list and len(bbox) == 4 and crowd in (0, 1)):
+            n = len(self.crowd)
+            try:
+                self.ann_id.append(aid)
+                self.image_id.append(iid)
+                self.cat_id.append(cid)
+                self.box.extend(coco_box(*bbox))
+                self.crowd.append(1 if crowd else 0)
+            except OverflowError:  # beyond 64 bits (backends other than yajl2)
+                for column, step in ((self.ann_id, 1), (self.image_id, 1), (self.cat_id, 1),
+                                     (self.box, 4)):
+                    del column[step * n:]
+                self.odd.append((pos, None, None, "bad_object", "an id or bbox value beyond "
+                                 "64 bits", None))
+            return
+        self.odd.append(_odd_annotation(pos, aid, iid, cid, bbox, crowd))
 
-def _scan(f, image_prefix: str = IMAGE_PREFIX,  # noqa: C901 - one flat loop
-          max_name_chars: int = MAX_NAME_CHARS) -> _Scan:
+
+def _scan(f, image_prefix: str = IMAGE_PREFIX, max_name_chars: int = MAX_NAME_CHARS) -> _Scan:
+    """One pass over the file: the top level's keys, each of the three arrays read by its
+    reader (``_SECTIONS``); every other key's value is skipped."""
     s = _Scan(image_prefix, max_name_chars)
-    ann_id, image_id, cat_id, box, crowd_col = (s.ann_id, s.image_id, s.cat_id, s.box,
-                                                s.crowd)
     codes = _CODES.get
-    top = None  # the top-level key whose value is being read
     seen: set[str] = set()
-    akey = ikey = ckey = None  # the key being read in the current entry
-    a_pos = i_pos = -1  # the position in its array of the entry being read
-    aid = iid = cid = bbox = None
-    crowd = 0
-    img_id = name = width = height = None
-    c_id = c_name = None
     events = ijson.parse(f, use_float=True, buf_size=READ_BYTES)
     first = next(events, None)
     if first is None:
@@ -286,50 +299,65 @@ def _scan(f, image_prefix: str = IMAGE_PREFIX,  # noqa: C901 - one flat loop
                                    f"object: not a COCO instances file")
     for prefix, event, value in events:
         code = codes(prefix)
+        if code == _ARRAY:
+            if event == "start_array":
+                _SECTIONS[prefix](events, s)  # reads up to the array's end
+            elif event == "start_map" or event in _SCALARS:
+                raise AnnotationUnparsable(f"the top-level {prefix!r} is "
+                                           f"{_kind(event, value)}, not an array")
+        elif code == _TOP and event == "map_key" and value in ARRAYS:
+            if value in seen:
+                raise AnnotationUnparsable(f"the top-level key {value!r} appears twice")
+            seen.add(value)
+    missing = [a for a in ARRAYS if a not in seen]
+    if missing:
+        raise AnnotationUnparsable(f"no top-level {' or '.join(map(repr, missing))} array: "
+                                   "not a COCO instances file (it needs images, annotations "
+                                   "and categories)")
+    return s
+
+
+def _read_annotations(events, s: _Scan) -> None:
+    """The ``annotations`` array's events, up to its end: each entry's id, image_id,
+    category_id, bbox and iscrowd, handed to ``_Scan.annotation`` when the entry ends."""
+    codes = _CODES.get
+    key = None  # the key being read in the current entry
+    pos = -1  # the position in the array of the entry being read
+    aid = iid = cid = bbox = None
+    crowd = 0
+    for prefix, event, value in events:
+        code = codes(prefix)
         if code is None:
             continue
         if code == _ANN_BBOX_ITEM:
-            if akey == "bbox" and type(bbox) is list:
+            if key == "bbox" and type(bbox) is list:
                 if event == "number":
                     bbox.append(value)
                 else:
                     bbox = _BAD
         elif code == _ANN:
             if event == "map_key":
-                akey = value
-            elif top != "annotations":
-                continue
+                key = value
             elif event == "start_map":
-                a_pos += 1
-                aid = iid = cid = bbox = akey = None
+                pos += 1
+                aid = iid = cid = bbox = key = None
                 crowd = 0
             elif event == "end_map":
-                if (type(aid) is int and type(iid) is int and type(cid) is int
-                        and type(bbox) is list and len(bbox) == 4 and crowd in (0, 1)):
-                    n = len(crowd_col)
-                    try:
-                        ann_id.append(aid)
-                        image_id.append(iid)
-                        cat_id.append(cid)
-                        box.extend(coco_box(*bbox))
-                        crowd_col.append(1 if crowd else 0)
-                        continue
-                    except OverflowError:  # beyond 64 bits (backends other than yajl2)
-                        for column, step in ((ann_id, 1), (image_id, 1), (cat_id, 1),
-                                             (box, 4)):
-                            del column[step * n:]
-                        s.odd.append((a_pos, None, None, "bad_object", "an id or bbox value "
-                                      "beyond 64 bits", None))
-                        continue
-                s.odd.append(_odd_annotation(a_pos, aid, iid, cid, bbox, crowd))
+                s.annotation(pos, aid, iid, cid, bbox, crowd)
             elif event in _SCALARS or event == "start_array":
-                a_pos += 1
-                s.odd.append((a_pos, None, None, "bad_object",
-                              f"annotations[{a_pos}] is {_kind(event, value)}, not an object",
+                pos += 1
+                s.odd.append((pos, None, None, "bad_object",
+                              f"annotations[{pos}] is {_kind(event, value)}, not an object",
                               None))
-        elif code == _ANN_ID or code == _ANN_IMAGE or code == _ANN_CAT or code == _ANN_CROWD:
-            if akey != _FIELD[code]:
-                continue
+        elif code == _ANN_BBOX:
+            if key == "bbox":
+                if event == "start_array":
+                    bbox = [] if bbox is None else _BAD  # a second "bbox" key: ambiguous
+                elif event != "end_array":
+                    bbox = _BAD
+        elif code == _ARRAY:  # the array's end
+            return
+        elif key == _FIELD[code]:  # id, image_id, category_id or iscrowd
             if event == "number" or event == "string" or event == "boolean":
                 got = value  # checked when the annotation ends
             else:
@@ -342,69 +370,71 @@ def _scan(f, image_prefix: str = IMAGE_PREFIX,  # noqa: C901 - one flat loop
                 cid = got
             else:
                 crowd = got
-        elif code == _ANN_BBOX:
-            if akey == "bbox":
-                if event == "start_array":
-                    bbox = [] if bbox is None else _BAD  # a second "bbox" key: ambiguous
-                elif event != "end_array":
-                    bbox = _BAD
-        elif code == _IMG:
+
+
+def _read_images(events, s: _Scan) -> None:
+    """The ``images`` array's events, up to its end: each entry's id, file_name, width and
+    height, handed to ``_Scan.image`` when the entry ends."""
+    codes = _CODES.get
+    key = None  # the key being read in the current entry
+    pos = -1  # the position in the array of the entry being read
+    img_id = name = width = height = None
+    for prefix, event, value in events:
+        code = codes(prefix)
+        if code == _IMG:
             if event == "map_key":
-                ikey = value
-            elif top != "images":
-                continue
+                key = value
             elif event == "start_map":
-                i_pos += 1
-                img_id = name = width = height = ikey = None
+                pos += 1
+                img_id = name = width = height = key = None
             elif event == "end_map":
-                s.image(i_pos, img_id, name, width, height)
+                s.image(pos, img_id, name, width, height)
             elif event in _SCALARS or event == "start_array":
-                i_pos += 1
-                s.image_parts.append((f"image #{i_pos}", "bad_object", f"images[{i_pos}] is "
+                pos += 1
+                s.image_parts.append((f"image #{pos}", "bad_object", f"images[{pos}] is "
                                       f"{_kind(event, value)}, not an object", None))
-        elif _IMG_ID <= code <= _IMG_H:
-            if ikey != _FIELD[code]:
-                continue
-            if code == _IMG_NAME:
-                name = value if event == "string" else _BAD
-            elif code == _IMG_ID:
-                img_id = value if event == "number" or event == "string" else _BAD
-            elif code == _IMG_W:
-                width = value if event == "number" else _BAD
-            else:
-                height = value if event == "number" else _BAD
-        elif code == _CAT:
+        elif code == _ARRAY:  # the array's end
+            return
+        elif code is None or key != _FIELD[code]:
+            continue
+        elif code == _IMG_NAME:
+            name = value if event == "string" else _BAD
+        elif code == _IMG_ID:
+            img_id = value if event == "number" or event == "string" else _BAD
+        elif code == _IMG_W:
+            width = value if event == "number" else _BAD
+        else:
+            height = value if event == "number" else _BAD
+
+
+def _read_categories(events, s: _Scan) -> None:
+    """The ``categories`` array's events, up to its end: each entry's id and name, handed
+    to ``_category`` when the entry ends."""
+    codes = _CODES.get
+    key = None  # the key being read in the current entry
+    c_id = c_name = None
+    for prefix, event, value in events:
+        code = codes(prefix)
+        if code == _CAT:
             if event == "map_key":
-                ckey = value
-            elif top != "categories":
-                continue
+                key = value
             elif event == "start_map":
-                c_id = c_name = ckey = None
+                c_id = c_name = key = None
             elif event == "end_map":
                 _category(s, c_id, c_name)
-        elif code == _CAT_ID or code == _CAT_NAME:
-            if ckey != _FIELD[code]:
-                continue
-            if code == _CAT_ID:
-                c_id = value if event == "number" or event == "string" else _BAD
-            else:
-                c_name = value if event == "string" else _BAD
-        elif code == _ARRAY:
-            if event == "start_map" or event in _SCALARS:
-                raise AnnotationUnparsable(f"the top-level {prefix!r} is "
-                                           f"{_kind(event, value)}, not an array")
-        elif event == "map_key":  # code == _TOP
-            top = value
-            if value in ARRAYS:
-                if value in seen:
-                    raise AnnotationUnparsable(f"the top-level key {value!r} appears twice")
-                seen.add(value)
-    missing = [a for a in ARRAYS if a not in seen]
-    if missing:
-        raise AnnotationUnparsable(f"no top-level {' or '.join(map(repr, missing))} array: "
-                                   "not a COCO instances file (it needs images, annotations "
-                                   "and categories)")
-    return s
+        elif code == _ARRAY:  # the array's end
+            return
+        elif code is None or key != _FIELD[code]:
+            continue
+        elif code == _CAT_ID:
+            c_id = value if event == "number" or event == "string" else _BAD
+        else:
+            c_name = value if event == "string" else _BAD
+
+
+# the reader of each top-level array, given the events from its start_array on
+_SECTIONS = {"annotations": _read_annotations, "images": _read_images,
+             "categories": _read_categories}
 
 
 def _odd_annotation(pos: int, aid, iid, cid, bbox, crowd) -> tuple:
@@ -492,102 +522,139 @@ def parse(path: Path | str, key: str, stage: str = "flatten",
     return _assemble(scan, key, stage)
 
 
-def _assemble(s: _Scan, key: str, stage: str) -> CocoAnnotations:  # noqa: C901
-    def part(where: str, reason: str, detail: str, source_key: str | None = None, box=None):
-        return QuarantineEntry(source_key or key, stage, reason, detail, part=where, box=box)
-
-    names, index, by_name, gone, prefix = s.names, s.index, s.by_name, s.gone, s.prefix
-    loose: list[QuarantineEntry] = []  # parts whose source_key is no kept image
+def _assemble(s: _Scan, key: str, stage: str) -> CocoAnnotations:
+    """The scan's columns grouped by image: the refused annotations and images entries
+    routed to the image they name (or to ``refused``), the kept annotations sorted by image
+    and id, and each image's Annotation made as it is given out."""
     categories = {c: label for c, label in s.categories.items() if c not in s.nameless}
+    cols = _Columns(s)
+    image_of = _image_positions(s.index, cols.img_ids)
+    hit = image_of >= 0
+    finite = np.isfinite(cols.boxes).all(axis=1)
+    refusals = _Refusals(s, key, stage)
+    for where, reason, detail, source_key in s.image_parts:
+        refusals.route(refusals.part(where, reason, detail, source_key), (-1, 0))  # first
+    for i in np.flatnonzero(~(hit & finite)).tolist():
+        aid, iid = int(cols.ann_ids[i]), int(cols.img_ids[i])
+        corners = tuple(cols.boxes[i].tolist()) if finite[i] else None  # JSON has no inf
+        refusals.annotation(f"annotation {aid}", aid, iid, "bad_object",
+                            "a bbox whose corners are not finite numbers (x + width or "
+                            "y + height overflows)", corners)
+    for pos, aid, iid, reason, why, box in s.odd:
+        where = f"annotation {aid}" if aid is not None else f"annotation #{pos}"
+        refusals.annotation(where, aid, iid, reason, why, box)
+    keep = np.flatnonzero(hit & finite)
+    keep = keep[np.lexsort((cols.ann_ids[keep], image_of[keep]))]
+    starts = np.zeros(len(s.names) + 1, np.int64)
+    np.cumsum(np.bincount(image_of[keep], minlength=len(s.names)), out=starts[1:])
+    images = _images(s, cols, keep, starts, categories, refusals.extra, stage)
+    return CocoAnnotations(images, len(s.names), refusals.loose, categories)
 
-    # annotations: map image ids to positions, refuse those of no kept image
-    n = len(s.ann_id)
-    ann_ids = np.frombuffer(s.ann_id, np.int64)
-    img_ids = np.frombuffer(s.image_id, np.int64)
-    cats = np.frombuffer(s.cat_id, np.int64)
-    boxes = np.frombuffer(s.box, np.float64).reshape(n, 4)
-    crowds = np.frombuffer(s.crowd, np.int8)
+
+class _Columns:
+    """The scan's annotation columns as numpy arrays (views, not copies)."""
+
+    def __init__(self, s: _Scan):
+        n = len(s.ann_id)
+        self.ann_ids = np.frombuffer(s.ann_id, np.int64)
+        self.img_ids = np.frombuffer(s.image_id, np.int64)
+        self.cats = np.frombuffer(s.cat_id, np.int64)
+        self.boxes = np.frombuffer(s.box, np.float64).reshape(n, 4)
+        self.crowds = np.frombuffer(s.crowd, np.int8)
+
+
+def _image_positions(index: dict[int, int], img_ids: np.ndarray) -> np.ndarray:
+    """Each annotation's image position (in ``_Scan.names``), -1 where its image_id names no
+    kept image."""
     known = np.fromiter(index.keys(), np.int64, len(index))
     slots = np.fromiter(index.values(), np.int64, len(index))
     by_id = np.argsort(known, kind="stable")
     known, slots = known[by_id], slots[by_id]
     at = np.minimum(np.searchsorted(known, img_ids), max(len(known) - 1, 0))
-    hit = known[at] == img_ids if len(known) else np.zeros(n, bool)
-    image_of = np.where(hit, slots[at] if len(known) else 0, -1)
-    del at, known, slots
-    finite = np.isfinite(boxes).all(axis=1)
-    extra: dict[int, list[tuple]] = {}  # image position → (sort key, part)
+    hit = known[at] == img_ids if len(known) else np.zeros(len(img_ids), bool)
+    return np.where(hit, slots[at] if len(known) else 0, -1)
 
-    def route(entry: QuarantineEntry, order: tuple) -> None:
+
+class _Refusals:
+    """The refused parts, each routed to the image it names (``extra``: image position →
+    (sort key, part)) or, where no image given out is named, to ``loose``."""
+
+    def __init__(self, s: _Scan, key: str, stage: str):
+        self.s, self.key, self.stage = s, key, stage
+        self.extra: dict[int, list[tuple]] = {}
+        self.loose: list[QuarantineEntry] = []  # parts whose source_key is no kept image
+
+    def part(self, where: str, reason: str, detail: str, source_key: str | None = None,
+             box=None) -> QuarantineEntry:
+        return QuarantineEntry(source_key or self.key, self.stage, reason, detail, part=where,
+                               box=box)
+
+    def route(self, entry: QuarantineEntry, order: tuple) -> None:
         """To the Annotation of the image the part names, if one is given out."""
+        prefix = self.s.prefix
         name = entry.source_key[len(prefix):]
-        if entry.source_key.startswith(prefix) and name in by_name:
-            extra.setdefault(by_name[name], []).append((order, entry))
+        if entry.source_key.startswith(prefix) and name in self.s.by_name:
+            self.extra.setdefault(self.s.by_name[name], []).append((order, entry))
         else:
-            loose.append(entry)
+            self.loose.append(entry)
 
-    for where, reason, detail, source_key in s.image_parts:
-        route(part(where, reason, detail, source_key), (-1, 0))  # before the annotations
-
-    def refuse_annotation(where: str, aid, iid, reason: str, why: str, box) -> None:
-        order = _order_key(aid)
-        if type(iid) is int and iid in index:
-            route(part(where, reason, f"{where}: {why}", prefix + names[index[iid]],
-                       box), order)
-        elif type(iid) is int and iid in gone:
-            reason, source_key, gone_why = gone[iid]
-            route(part(where, reason, f"{where}: image_id {iid}: {gone_why}", source_key,
-                       box), order)
+    def annotation(self, where: str, aid, iid, reason: str, why: str, box) -> None:
+        """A refused annotation: to its image, or to the image whose images entry was
+        refused, or (no such image) to ``loose``."""
+        s, order = self.s, _order_key(aid)
+        if type(iid) is int and iid in s.index:
+            self.route(self.part(where, reason, f"{where}: {why}",
+                                 s.prefix + s.names[s.index[iid]], box), order)
+        elif type(iid) is int and iid in s.gone:
+            reason, source_key, gone_why = s.gone[iid]
+            self.route(self.part(where, reason, f"{where}: image_id {iid}: {gone_why}",
+                                 source_key, box), order)
         elif type(iid) is int:
-            loose.append(part(where, "bad_object", f"{where}: image_id {iid} has no entry in "
-                              "images", key, box))
+            self.loose.append(self.part(where, "bad_object", f"{where}: image_id {iid} has no "
+                                        "entry in images", self.key, box))
         else:
-            loose.append(part(where, reason, f"{where}: {why}", key, box))
+            self.loose.append(self.part(where, reason, f"{where}: {why}", self.key, box))
 
-    for i in np.flatnonzero(~(hit & finite)).tolist():
-        aid, iid = int(ann_ids[i]), int(img_ids[i])
-        corners = tuple(boxes[i].tolist()) if finite[i] else None  # JSON has no inf
-        refuse_annotation(f"annotation {aid}", aid, iid, "bad_object",
-                          "a bbox whose corners are not finite numbers (x + width or "
-                          "y + height overflows)", corners)
-    for pos, aid, iid, reason, why, box in s.odd:
-        where = f"annotation {aid}" if aid is not None else f"annotation #{pos}"
-        refuse_annotation(where, aid, iid, reason, why, box)
-    keep = np.flatnonzero(hit & finite)
-    keep = keep[np.lexsort((ann_ids[keep], image_of[keep]))]
-    starts = np.zeros(len(names) + 1, np.int64)
-    np.cumsum(np.bincount(image_of[keep], minlength=len(names)), out=starts[1:])
 
-    def images() -> Iterator[tuple[str, Annotation]]:
-        rows: list = []
-        row_base = 0  # the position in keep of rows[0]
-        for pos, name in enumerate(names):
-            lo, hi = int(starts[pos]), int(starts[pos + 1])
-            if hi > row_base + len(rows):  # load the next run of rows as Python objects
-                row_base, upto = lo, max(hi, min(lo + ROWS_AT_ONCE, len(keep)))
-                sel = keep[lo:upto]
-                rows = list(zip(ann_ids[sel].tolist(), cats[sel].tolist(),
-                                boxes[sel].tolist(), crowds[sel].tolist(), strict=True))
-            image_key = prefix + name
-            objects, refused = [], []
-            for aid, cid, (x0, y0, x1, y1), crowd in rows[lo - row_base:hi - row_base]:
-                label = categories.get(cid)
-                if label is not None:
-                    objects.append([label, x0, y0, x1, y1, crowd, f"annotation {aid}"])
-                    continue
-                where = f"annotation {aid}"
-                reason, why = ("bad_object", s.nameless[cid]) if cid in s.nameless else \
-                    ("unknown_category", f"category_id {cid} is not in categories")
-                refused.append(((0, aid), QuarantineEntry(
-                    image_key, stage, reason, f"{where}: {why}", part=where,
-                    box=(x0, y0, x1, y1))))
-            if pos in extra:
-                refused = sorted(refused + extra.pop(pos), key=lambda r: r[0])
-            w, h = s.widths[pos], s.heights[pos]
-            yield name, Annotation((w, h) if w and h else None, objects,
-                                   [e for _, e in refused])
+def _images(s: _Scan, cols: _Columns, keep: np.ndarray, starts: np.ndarray,
+            categories: dict[int, str], extra: dict[int, list[tuple]], stage: str
+            ) -> Iterator[tuple[str, Annotation]]:
+    """Each kept image's ``(file_name, Annotation)``, in the order of the images array; the
+    rows of ``keep`` (sorted by image) turned into Python objects ``ROWS_AT_ONCE`` at a
+    time."""
+    rows: list = []
+    row_base = 0  # the position in keep of rows[0]
+    for pos, name in enumerate(s.names):
+        lo, hi = int(starts[pos]), int(starts[pos + 1])
+        if hi > row_base + len(rows):  # load the next run of rows as Python objects
+            row_base, upto = lo, max(hi, min(lo + ROWS_AT_ONCE, len(keep)))
+            sel = keep[lo:upto]
+            rows = list(zip(cols.ann_ids[sel].tolist(), cols.cats[sel].tolist(),
+                            cols.boxes[sel].tolist(), cols.crowds[sel].tolist(), strict=True))
+        objects, refused = _objects(rows[lo - row_base:hi - row_base], s.prefix + name,
+                                    categories, s.nameless, stage)
+        if pos in extra:
+            refused = sorted(refused + extra.pop(pos), key=lambda r: r[0])
+        w, h = s.widths[pos], s.heights[pos]
+        yield name, Annotation((w, h) if w and h else None, objects, [e for _, e in refused])
 
-    return CocoAnnotations(images(), len(names), loose, categories)
+
+def _objects(rows: list, image_key: str, categories: dict[int, str],
+             nameless: dict[int, str], stage: str) -> tuple[list, list[tuple]]:
+    """One image's objects from its annotation rows, and its refused ones as (sort key,
+    part): those whose category names no class."""
+    objects, refused = [], []
+    for aid, cid, (x0, y0, x1, y1), crowd in rows:
+        label = categories.get(cid)
+        if label is not None:
+            objects.append([label, x0, y0, x1, y1, crowd, f"annotation {aid}"])
+            continue
+        where = f"annotation {aid}"
+        reason, why = ("bad_object", nameless[cid]) if cid in nameless else \
+            ("unknown_category", f"category_id {cid} is not in categories")
+        refused.append(((0, aid), QuarantineEntry(
+            image_key, stage, reason, f"{where}: {why}", part=where, box=(x0, y0, x1, y1))))
+    return objects, refused
 
 
 def _order_key(aid) -> tuple:

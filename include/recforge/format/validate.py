@@ -42,6 +42,7 @@ import numpy as np
 from recforge import storage
 from recforge.format import detection_label, names, ranged, recordio, scan
 from recforge.format.paired import validate_mask_split
+from recforge.kinds import CLASSIFICATION, KINDS, Kind
 
 log = logging.getLogger(__name__)
 MAX_REPORTED = 20
@@ -203,11 +204,34 @@ def validate_split_records(root: Path, split: str, num_classes: int | None,
             rep.fail(f"{p.name} is missing")
     if not rep.ok:
         return rep
+    entries = _idx_entries(idx, rep)
+    if entries is None:
+        return rep
+    keys = [k for k, _ in entries]
+    by_offset = {o: k for k, o in entries}
+    quarantined = _quarantine_of(root, split, rep)
+    lst_rows = _lst_rows(lst, split, quarantined, rep)
+    seen_offsets = _check_records(rec, by_offset, lst_rows, num_classes, detection, rep)
+    for off in sorted(set(by_offset) - seen_offsets)[:5]:
+        rep.fail(f"{idx.name}: key {by_offset[off]} points at byte {off}, not a record start")
+    if lst_rows and set(lst_rows) != set(keys):
+        rep.fail(f"{lst.name} and {idx.name} list different keys")
+    expected = rep.lst_lines - rep.quarantined if lst.exists() else rep.records
+    if not (rep.records == rep.idx_lines == expected):
+        rep.fail(f"counts differ: {rep.records} records, {rep.idx_lines} .idx lines, "
+                 f"{rep.lst_lines} .lst lines" + (f" ({rep.quarantined} quarantined)"
+                                                  if rep.quarantined else ""))
+    return rep
+
+
+def _idx_entries(idx: Path, rep: SplitReport) -> list[tuple[int, int]] | None:
+    """The ``.idx``'s (key, offset) entries, counted in ``rep``; duplicate keys and offsets
+    not strictly increasing are failures. None: the file is not an ``.idx``."""
     try:
         entries = recordio.read_idx(idx)
     except recordio.RecordIOError as exc:
         rep.fail(str(exc))
-        return rep
+        return None
     rep.idx_lines = len(entries)
     keys = [k for k, _ in entries]
     if len(set(keys)) != len(keys):
@@ -216,50 +240,62 @@ def validate_split_records(root: Path, split: str, num_classes: int | None,
     for (_k0, o0), (k1, o1) in zip(entries, entries[1:], strict=False):
         if o1 <= o0:
             rep.fail(f"{idx.name}: offsets not strictly increasing at key {k1} ({o0} → {o1})")
-    by_offset = {o: k for k, o in entries}
+    return entries
 
-    quarantined = _quarantine_of(root, split, rep)
+
+def _lst_rows(lst: Path, split: str, quarantined: dict[int, int | None],
+              rep: SplitReport) -> dict[int, tuple[float, ...]]:
+    """The ``.lst``'s labels by index, as im2rec packs them (each a float32), its lines
+    counted in ``rep``; a line the quarantine report names is counted, not read, and must
+    hold the index the report names."""
     lst_rows: dict[int, tuple[float, ...]] = {}
-    lst_text = None
-    if lst.exists():
-        try:
-            lst_text = lst.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            rep.fail(f"{lst.name} is not UTF-8 ({exc.reason} at byte {exc.start})")
-    if lst_text is not None:
-        lines = lst_text.split("\n")  # a path may hold U+2028 and the like: "\n" alone
-        if lines[-1] == "":
-            lines.pop()
-        for n, line in enumerate(lines, 1):
-            if n in quarantined:  # not packed, as its quarantine report says
-                rep.lst_lines += 1
-                rep.quarantined += 1
-                index = line.split("\t")[0].strip()
-                if quarantined[n] is not None and not (
-                        index.isdigit() and int(index) == quarantined[n]):
-                    rep.fail(f"{names.quarantine_tsv(split)} names index {quarantined[n]} "
-                             f"for {lst.name}:{n}, which is {line!r}: the report is not "
-                             f"this .lst's; pack the split again")
-                continue
-            fields = line.split("\t")
-            if len(fields) < 3:
-                rep.fail(f"{lst.name}:{n}: needs index, label(s) and path")
-                continue
-            try:
-                # as im2rec reads a .lst: each label a float, packed as float32
-                lst_rows[int(fields[0])] = tuple(float(np.float32(float(x)))
-                                                 for x in fields[1:-1])
-            except ValueError:
-                rep.fail(f"{lst.name}:{n}: index or label is not a number")
-            rep.lst_lines += 1
-    elif not lst.exists():
+    if not lst.exists():
         rep.fail(f"{lst.name} is missing")
-    beyond = sorted(n for n in quarantined if n > len(lines)) if lst_text is not None else []
+        return lst_rows
+    try:
+        lst_text = lst.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        rep.fail(f"{lst.name} is not UTF-8 ({exc.reason} at byte {exc.start})")
+        return lst_rows
+    lines = lst_text.split("\n")  # a path may hold U+2028 and the like: "\n" alone
+    if lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if n in quarantined:  # not packed, as its quarantine report says
+            rep.lst_lines += 1
+            rep.quarantined += 1
+            index = line.split("\t")[0].strip()
+            if quarantined[n] is not None and not (
+                    index.isdigit() and int(index) == quarantined[n]):
+                rep.fail(f"{names.quarantine_tsv(split)} names index {quarantined[n]} "
+                         f"for {lst.name}:{n}, which is {line!r}: the report is not "
+                         f"this .lst's; pack the split again")
+            continue
+        fields = line.split("\t")
+        if len(fields) < 3:
+            rep.fail(f"{lst.name}:{n}: needs index, label(s) and path")
+            continue
+        try:
+            # as im2rec reads a .lst: each label a float, packed as float32
+            lst_rows[int(fields[0])] = tuple(float(np.float32(float(x)))
+                                             for x in fields[1:-1])
+        except ValueError:
+            rep.fail(f"{lst.name}:{n}: index or label is not a number")
+        rep.lst_lines += 1
+    beyond = sorted(n for n in quarantined if n > len(lines))
     if beyond:
         rep.fail(f"{names.quarantine_tsv(split)} names {lst.name} line {beyond[0]}, but "
                  f"{lst.name} has {len(lines)} lines: the report is not this .lst's; pack "
                  "the split again")
+    return lst_rows
 
+
+def _check_records(rec: Path, by_offset: dict[int, int],
+                   lst_rows: dict[int, tuple[float, ...]], num_classes: int | None,
+                   detection: bool, rep: SplitReport) -> set[int]:
+    """Read every record of the ``.rec``, counted in ``rep``: each must start at an ``.idx``
+    offset and hold a valid header (``_check_record``) and an image; the file must end
+    after its last record. Returns the offsets of the records read."""
     seen_offsets = set()
     try:
         for offset, payload in recordio.iter_records(rec):
@@ -274,33 +310,34 @@ def validate_split_records(root: Path, split: str, num_classes: int | None,
             except recordio.RecordIOError as exc:
                 rep.fail(f"{rec.name}: key {key}: {exc}")
                 continue
-            if header.id != key:
-                rep.fail(f"{rec.name}: key {key}: header id is {header.id}")
-            labels = _labels_of(header)
-            why = detection_label.problem(labels, num_classes) if detection else None
-            if why:
-                rep.fail(f"{rec.name}: key {key}: detection label: {why}")
-            for lab in () if detection else labels:
-                if not math.isfinite(lab) or lab != int(lab) or (
-                        num_classes is not None and not 0 <= lab < num_classes):
-                    rep.fail(f"{rec.name}: key {key}: label {lab} outside the integers "
-                             f"[0, {num_classes})")
-            if lst_rows and key in lst_rows and lst_rows[key] != labels:
-                rep.fail(f"{rec.name}: key {key}: header labels {labels} != .lst {lst_rows[key]}")
+            _check_record(f"{rec.name}: key {key}", key, header, lst_rows.get(key),
+                          num_classes, detection, rep)
             if not image:
                 rep.fail(f"{rec.name}: key {key}: empty image payload")
     except recordio.RecordIOError as exc:
         rep.fail(f"{rec.name}: {exc} (trailing or corrupt bytes)")
-    for off in sorted(set(by_offset) - seen_offsets)[:5]:
-        rep.fail(f"{idx.name}: key {by_offset[off]} points at byte {off}, not a record start")
-    if lst_rows and set(lst_rows) != set(keys):
-        rep.fail(f"{lst.name} and {idx.name} list different keys")
-    expected = rep.lst_lines - rep.quarantined if lst.exists() else rep.records
-    if not (rep.records == rep.idx_lines == expected):
-        rep.fail(f"counts differ: {rep.records} records, {rep.idx_lines} .idx lines, "
-                 f"{rep.lst_lines} .lst lines" + (f" ({rep.quarantined} quarantined)"
-                                                  if rep.quarantined else ""))
-    return rep
+    return seen_offsets
+
+
+def _check_record(where: str, key: int, header: recordio.IRHeader,
+                  lst_labels: tuple[float, ...] | None, num_classes: int | None,
+                  detection: bool, rep: SplitReport) -> None:
+    """One record's header (``where`` names it in a failure): its id is its ``.idx`` key,
+    its labels are integers in [0, num_classes) (a detection label array: by
+    ``detection_label.problem``) and equal to its ``.lst`` line's (``lst_labels``; None:
+    no line)."""
+    if header.id != key:
+        rep.fail(f"{where}: header id is {header.id}")
+    labels = _labels_of(header)
+    why = detection_label.problem(labels, num_classes) if detection else None
+    if why:
+        rep.fail(f"{where}: detection label: {why}")
+    for lab in () if detection else labels:
+        if not math.isfinite(lab) or lab != int(lab) or (
+                num_classes is not None and not 0 <= lab < num_classes):
+            rep.fail(f"{where}: label {lab} outside the integers [0, {num_classes})")
+    if lst_labels is not None and lst_labels != labels:
+        rep.fail(f"{where}: header labels {labels} != .lst {lst_labels}")
 
 
 def validate_local(root: Path, num_classes: int | None = None, shown: str | None = None,
@@ -332,8 +369,7 @@ def validate_local(root: Path, num_classes: int | None = None, shown: str | None
     if not splits:
         return {"ok": False, "num_classes": num_classes,
                 "splits": {}, "failures": [f"no *.rec or *.idx files under {shown or root}"]}
-    detection = doc.get("task") == "detection"
-    reports = {s: validate_split(root, s, num_classes, detection) for s in splits}
+    reports = {s: validate_split(root, s, num_classes, _kind_named(doc).boxes) for s in splits}
     masked = [s for s in splits if (root / names.idx(s, mask=True)).exists()
               or doc.get("ignore_index") is not None]
     for s in masked:  # segmentation: <split>_mask.rec must match <split>.rec
@@ -353,6 +389,13 @@ def validate_local(root: Path, num_classes: int | None = None, shown: str | None
         + [f"{s}: masks checked by key, framing and header id; their PNG format, size and "
            "values need every byte: --full decodes them" for s in masked if not full],
     }
+
+
+def _kind_named(doc: dict) -> Kind:
+    """The kind ``classes.json`` names (``task``); a document without the field, or naming
+    no kind the table holds (one written elsewhere), is checked as classification."""
+    task = doc.get("task")
+    return KINDS.get(task, CLASSIFICATION) if isinstance(task, str) else CLASSIFICATION
 
 
 def validate_prefix(prefix_uri: str, num_classes: int | None = None,

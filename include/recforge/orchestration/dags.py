@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pendulum
 from airflow.sdk import (
@@ -36,6 +37,7 @@ from airflow.sdk import (
 )
 
 from recforge.errors import SpecError
+from recforge.kinds import kind as task_kind
 from recforge.orchestration import pools, timeouts
 from recforge.orchestration.docs import dag_doc, pipeline_doc
 from recforge.orchestration.notifier import QualityNotifier
@@ -148,6 +150,8 @@ def dag_schedule(spec: DatasetSpec, known: Mapping[str, Asset] | None = None):
 
 
 BENCHMARK_PRIORITY = 10  # above validate's and the checklist's downstream weights
+S3_RETRIES = {"retries": 3, "retry_delay": timedelta(seconds=20),
+              "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
 
 def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None,
@@ -157,8 +161,6 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None,
     folder = str(resolve_specs_dir(specs_dir))
     outlet = dataset_asset(spec)
     notify = QualityNotifier(spec.alerts, dataset=spec.name)
-    s3_retries = {"retries": 3, "retry_delay": timedelta(seconds=20),
-                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
     @dag(
         dag_id=spec.dag_id,
@@ -167,115 +169,137 @@ def build_dag(spec: DatasetSpec, specs_dir: str | Path | None = None,
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
-        default_args={"owner": spec.owner, "on_failure_callback": notify, **s3_retries},
+        default_args={"owner": spec.owner, "on_failure_callback": notify, **S3_RETRIES},
         tags=["recforge", spec.task, *spec.tags],
         doc_md=dag_doc(spec, pipeline_doc(folder)),
         params=trigger_params(spec),
     )
     def dataset_dag():
-        def stage(context, task_id: str, *args):
-            from recforge.orchestration.stage import run_stage
-
-            return run_stage(spec.name, context["params"], context["run_id"], task_id, *args,
-                             ti=context["ti"], specs_dir=folder)
-
-        # mapped tasks show their shards in the UI instead of 0..N-1
-        per_task = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
-                    "map_index_template": "{{ shards }}",
-                    "execution_timeout": pack_timeout(spec.pack.shard_size)}
-
-        @task(execution_timeout=timedelta(minutes=30))
-        def ingest(**context) -> dict:
-            """Lists the source prefix; the source is this task's lineage input."""
-            return stage(context, "ingest")
-
-        @task(execution_timeout=timedelta(minutes=30))
-        def flatten(_: dict, **context) -> dict:
-            """Class folders → items; segmentation: image/mask pairs."""
-            return stage(context, "flatten")
-
-        @task(execution_timeout=timedelta(minutes=10))
-        def remap_labels(_: dict, **context) -> dict:
-            """Stable class ids; segmentation: classes from the label definition."""
-            return stage(context, "remap_labels")
-
-        @task(execution_timeout=timedelta(minutes=30))
-        def split(_: dict, **context) -> list[list[str]]:
-            """Returns each pack task's shard ids (the per-split counts are in the log); none
-            when nothing changed since the latest version, which skips everything after it."""
-            return stage(context, "split")["pack_tasks"]
-
-        @task(**per_task)
-        def convert_masks(shard_ids: list[str], **context) -> list[str]:
-            """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
-            get_current_context()["shards"] = shards_label(shard_ids)  # map_index_template
-            for shard_id in shard_ids:
-                stage(context, "convert_masks", shard_id)
-            return shard_ids
-
-        @task(**per_task)
-        def pack(shard_ids: list[str], **context) -> list[dict]:
-            """Packs its shards one after the other (memory is one shard's)."""
-            get_current_context()["shards"] = shards_label(shard_ids)  # map_index_template
-            return [stage(context, "pack", shard_id) for shard_id in shard_ids]
-
-        @task(execution_timeout=timeouts.execution_timeout("merge"))
-        def merge(_: list, **context) -> dict:
-            return stage(context, "merge")
-
-        @task(execution_timeout=timeouts.execution_timeout("validate"))
-        def validate(_: dict, **context) -> dict:
-            return stage(context, "validate")
-
-        # first when one slot is free: the checklist, started beside it, waits for it
-        @task(queue="gpu", pool=pools.GPU_BENCH.name, priority_weight=BENCHMARK_PRIORITY,
-              execution_timeout=timeouts.execution_timeout("benchmark"))
-        def benchmark(_: dict, **context) -> dict:
-            """Loader throughput on the GPU worker queue, beside validate and the checklist;
-            gates publish on the spec's floors."""
-            return stage(context, "benchmark")
-
-        # passing runs notify too when the spec asks for success or warning notices
-        # (on_warning is on by default); the notifier decides per outcome what to send
-        @task(on_success_callback=notify if spec.alerts.on_success or spec.alerts.on_warning
-              else None,
-              execution_timeout=timeouts.execution_timeout("quality_gate")
-              + timeouts.execution_timeout("benchmark"))
-        def quality_gate(_: dict, **context) -> dict:
-            """The Great Expectations checklist, beside the benchmark: its loader items wait
-            for the benchmark's results. Data Docs are published with the dataset."""
-            from recforge.orchestration import sibling
-
-            return stage(context, "quality_gate", None,
-                         sibling.waiting_for(context, spec.dag_id, "benchmark"))
-
-        @task(outlets=[outlet], execution_timeout=timedelta(hours=2))
-        def publish(_: dict, **context) -> dict:
-            """The versioned release; the version is this task's lineage output."""
-            if context["params"].get("dry_run"):  # skipped: no Asset event for unpublished data
-                from airflow.sdk.exceptions import AirflowSkipException
-
-                raise AirflowSkipException(
-                    "dry run: not published; the dataset stays in the run's staging out/")
-            published = stage(context, "publish")
-            # the Asset event says what was released (a training DAG reads it from here)
-            context["outlet_events"][outlet].extra = {
-                k: published[k] for k in ("version", "uri", "report", "run_id", "records")
-                if k in published}
-            return published
-
-        tasks = split(remap_labels(flatten(ingest())))
-        if spec.task == "segmentation":
-            tasks = convert_masks.expand(shard_ids=tasks)
-        packed = pack.expand(shard_ids=tasks)
-        merged = merge(packed)
+        stage = _stage_call(spec.name, folder)
+        t = SimpleNamespace(**_build_tasks(spec, stage), **_release_tasks(spec, stage, notify,
+                                                                        outlet))
+        tasks = t.split(t.remap_labels(t.flatten(t.ingest())))
+        if task_kind(spec.task).masks:
+            tasks = t.convert_masks.expand(shard_ids=tasks)
+        packed = t.pack.expand(shard_ids=tasks)
+        merged = t.merge(packed)
         # the benchmark reads a bounded window of the merged split; validate, then the
         # checklist, read the whole dataset's bookkeeping beside it, the checklist asking
         # for the loader's results last: the critical path is the longer of the two
-        measured = benchmark(merged)
-        measured >> publish(quality_gate(validate(merged)))
+        measured = t.benchmark(merged)
+        measured >> t.publish(t.quality_gate(t.validate(merged)))
 
     return dataset_dag()
+
+
+def _stage_call(name: str, folder: str):
+    """What every task body calls: ``stage(context, task_id, *args)`` runs that stage of
+    the dataset ``name`` (``run_stage``), its spec read from ``folder`` on the worker."""
+    def stage(context, task_id: str, *args):
+        from recforge.orchestration.stage import run_stage
+
+        return run_stage(name, context["params"], context["run_id"], task_id, *args,
+                         ti=context["ti"], specs_dir=folder)
+
+    return stage
+
+
+def _build_tasks(spec: DatasetSpec, stage) -> dict:
+    """The tasks that build the dataset, by task id: ingest to merge, and validate."""
+    # mapped tasks show their shards in the UI instead of 0..N-1
+    per_task = {"pool": pools.PACK.name, "max_active_tis_per_dagrun": pools.PACK.slots,
+                "map_index_template": "{{ shards }}",
+                "execution_timeout": pack_timeout(spec.pack.shard_size)}
+
+    @task(execution_timeout=timedelta(minutes=30))
+    def ingest(**context) -> dict:
+        """Lists the source prefix; the source is this task's lineage input."""
+        return stage(context, "ingest")
+
+    @task(execution_timeout=timedelta(minutes=30))
+    def flatten(_: dict, **context) -> dict:
+        """Class folders → items; segmentation: image/mask pairs."""
+        return stage(context, "flatten")
+
+    @task(execution_timeout=timedelta(minutes=10))
+    def remap_labels(_: dict, **context) -> dict:
+        """Stable class ids; segmentation: classes from the label definition."""
+        return stage(context, "remap_labels")
+
+    @task(execution_timeout=timedelta(minutes=30))
+    def split(_: dict, **context) -> list[list[str]]:
+        """Returns each pack task's shard ids (the per-split counts are in the log); none
+        when nothing changed since the latest version, which skips everything after it."""
+        return stage(context, "split")["pack_tasks"]
+
+    @task(**per_task)
+    def convert_masks(shard_ids: list[str], **context) -> list[str]:
+        """RGB/palette/id masks → single-channel class ids, in staging masks/<shard>/."""
+        get_current_context()["shards"] = shards_label(shard_ids)  # map_index_template
+        for shard_id in shard_ids:
+            stage(context, "convert_masks", shard_id)
+        return shard_ids
+
+    @task(**per_task)
+    def pack(shard_ids: list[str], **context) -> list[dict]:
+        """Packs its shards one after the other (memory is one shard's)."""
+        get_current_context()["shards"] = shards_label(shard_ids)  # map_index_template
+        return [stage(context, "pack", shard_id) for shard_id in shard_ids]
+
+    @task(execution_timeout=timeouts.execution_timeout("merge"))
+    def merge(_: list, **context) -> dict:
+        return stage(context, "merge")
+
+    @task(execution_timeout=timeouts.execution_timeout("validate"))
+    def validate(_: dict, **context) -> dict:
+        return stage(context, "validate")
+
+    return {"ingest": ingest, "flatten": flatten, "remap_labels": remap_labels,
+            "split": split, "convert_masks": convert_masks, "pack": pack, "merge": merge,
+            "validate": validate}
+
+
+def _release_tasks(spec: DatasetSpec, stage, notify: QualityNotifier, outlet: Asset) -> dict:
+    """The tasks that check and release the built dataset, by task id: benchmark,
+    quality_gate and publish (whose ``outlet`` is the dataset's Asset)."""
+    # first when one slot is free: the checklist, started beside it, waits for it
+    @task(queue="gpu", pool=pools.GPU_BENCH.name, priority_weight=BENCHMARK_PRIORITY,
+          execution_timeout=timeouts.execution_timeout("benchmark"))
+    def benchmark(_: dict, **context) -> dict:
+        """Loader throughput on the GPU worker queue, beside validate and the checklist;
+        gates publish on the spec's floors."""
+        return stage(context, "benchmark")
+
+    # passing runs notify too when the spec asks for success or warning notices
+    # (on_warning is on by default); the notifier decides per outcome what to send
+    @task(on_success_callback=notify if spec.alerts.on_success or spec.alerts.on_warning
+          else None,
+          execution_timeout=timeouts.execution_timeout("quality_gate")
+          + timeouts.execution_timeout("benchmark"))
+    def quality_gate(_: dict, **context) -> dict:
+        """The Great Expectations checklist, beside the benchmark: its loader items wait
+        for the benchmark's results. Data Docs are published with the dataset."""
+        from recforge.orchestration import sibling
+
+        return stage(context, "quality_gate", None,
+                     sibling.waiting_for(context, spec.dag_id, "benchmark"))
+
+    @task(outlets=[outlet], execution_timeout=timedelta(hours=2))
+    def publish(_: dict, **context) -> dict:
+        """The versioned release; the version is this task's lineage output."""
+        if context["params"].get("dry_run"):  # skipped: no Asset event for unpublished data
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(
+                "dry run: not published; the dataset stays in the run's staging out/")
+        published = stage(context, "publish")
+        # the Asset event says what was released (a training DAG reads it from here)
+        context["outlet_events"][outlet].extra = {
+            k: published[k] for k in ("version", "uri", "report", "run_id", "records")
+            if k in published}
+        return published
+
+    return {"benchmark": benchmark, "quality_gate": quality_gate, "publish": publish}
 
 
 def invalid_spec_dag(file_name: str, error: Exception, specs_dir: str | Path | None = None

@@ -243,35 +243,17 @@ def detection_labels(labels, start: int = 0) -> tuple[dict, pd.DataFrame]:
     ``recforge.format.detection_label.problem``: a label whose layout is wrong (header,
     length, non-finite values, image size) yields no objects, and a row of six -1s is
     padding, not an object. Vectorised over one flat float array per chunk."""
-    import hashlib
-    import itertools
-
     import numpy as np
     import pandas as pd
 
     from recforge.format import detection_label as dl
 
-    def as_list(v):
-        if isinstance(v, list | tuple):
-            return v
-        if isinstance(v, np.ndarray):
-            return v.ravel().tolist()
-        if isinstance(v, int | float | np.number) and not isinstance(v, bool) \
-                and not (isinstance(v, float) and np.isnan(v)):
-            return [v]  # a class label: a layout failure, reported as one
-        return None
-
-    seq = [as_list(v) for v in (labels.tolist() if hasattr(labels, "tolist") else labels)]
+    seq = [_label_list(v) for v in (labels.tolist() if hasattr(labels, "tolist") else labels)]
     n = len(seq)
     present = np.fromiter((v is not None for v in seq), bool, n)
     sizes = np.fromiter((len(v) if v is not None else 0 for v in seq), np.int64, n)
     total = int(sizes.sum())
-    try:
-        flat = np.fromiter(itertools.chain.from_iterable(v for v in seq if v is not None),
-                           np.float64, total)
-    except (TypeError, ValueError):  # a value that is no number: NaN, a layout failure
-        flat = np.array([_number(x) for v in seq if v is not None for x in v], np.float64)
-    flat = flat.astype(np.float32).astype(np.float64)  # what the .rec header holds
+    flat = _flat_labels(seq, total)
     starts = np.zeros(n, np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     owner = np.repeat(np.arange(n), sizes)
@@ -297,11 +279,6 @@ def detection_labels(labels, start: int = 0) -> tuple[dict, pd.DataFrame]:
     pad = (rows == -1).all(axis=1)
     per_record = np.bincount(row_of, minlength=n)
     pads = np.bincount(row_of[pad], minlength=n)
-    data = memoryview(flat.astype("<f4").tobytes())
-    ends = (starts + sizes) * 4
-    digests = b"".join(hashlib.blake2b(data[s:e], digest_size=8).digest()
-                       for s, e in zip((starts * 4).tolist(), ends.tolist(), strict=True))
-    hashes = np.frombuffer(digests, "<u8").astype(np.uint64)
     cols = {
         "label_values": np.where(present, sizes, np.nan).astype(np.float32),
         "label_a": a.astype(np.float32), "label_b": b.astype(np.float32),
@@ -310,7 +287,7 @@ def detection_labels(labels, start: int = 0) -> tuple[dict, pd.DataFrame]:
         "label_finite": finite,
         "label_padding_ok": ~((pads > 0) & (per_record > 1)),
         "label_objects": np.where(layout, per_record - pads, np.nan).astype(np.float32),
-        "label_hash": pd.arrays.IntegerArray(hashes, ~present),
+        "label_hash": pd.arrays.IntegerArray(_label_hashes(flat, starts, sizes), ~present),
     }
     keep = ~pad
     objects = pd.DataFrame({"row": (row_of[keep] + start).astype(np.int64),
@@ -318,6 +295,48 @@ def detection_labels(labels, start: int = 0) -> tuple[dict, pd.DataFrame]:
     for j, name in enumerate(dl.FIELDS):
         objects[name] = rows[keep, j].astype(np.float32)
     return cols, objects
+
+
+def _label_list(v) -> list | tuple | None:
+    """A record's label as a sequence of values; None: no label at all."""
+    import numpy as np
+
+    if isinstance(v, list | tuple):
+        return v
+    if isinstance(v, np.ndarray):
+        return v.ravel().tolist()
+    if isinstance(v, int | float | np.number) and not isinstance(v, bool) \
+            and not (isinstance(v, float) and np.isnan(v)):
+        return [v]  # a class label: a layout failure, reported as one
+    return None
+
+
+def _flat_labels(seq: list, total: int):
+    """The labels' values one after the other, as the ``.rec`` header holds them (float32,
+    widened); a value that is no number is NaN."""
+    import itertools
+
+    import numpy as np
+
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(v for v in seq if v is not None),
+                           np.float64, total)
+    except (TypeError, ValueError):  # a value that is no number: NaN, a layout failure
+        flat = np.array([_number(x) for v in seq if v is not None for x in v], np.float64)
+    return flat.astype(np.float32).astype(np.float64)  # what the .rec header holds
+
+
+def _label_hashes(flat, starts, sizes):
+    """Each label's ``label_hash`` (uint64), from its run of ``flat``."""
+    import hashlib
+
+    import numpy as np
+
+    data = memoryview(flat.astype("<f4").tobytes())
+    ends = (starts + sizes) * 4
+    digests = b"".join(hashlib.blake2b(data[s:e], digest_size=8).digest()
+                       for s, e in zip((starts * 4).tolist(), ends.tolist(), strict=True))
+    return np.frombuffer(digests, "<u8").astype(np.uint64)
 
 
 def _number(x) -> float:
@@ -403,6 +422,32 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
         for col in VERIFY_COLUMNS:
             records[col] = None
         return records
+    verifier = _Verifier(records, _sample_reads(records, rec_uris, sample))
+    jobs = verifier.jobs
+    # the sampled records of a .rec in a few coalesced reads, not one GET each: the same
+    # bytes, sliced per record
+    columns = {col: np.full(len(records), None, dtype=object) for col in VERIFY_COLUMNS}
+    n_reads = 0
+    for checked in storage.read_spans([(uri, start, span) for _, uri, start, span in jobs],
+                                      verifier.fetched, threads):
+        n_reads += 1
+        for at, values in checked:
+            for col, value in zip(VERIFY_COLUMNS, values, strict=True):
+                columns[col][at] = value
+    for col, values in columns.items():  # object columns, as before: None where not sampled
+        records[col] = pd.Series(values, index=records.index, dtype=object)
+    log.info("quality: re-read and decoded %d records from the .rec files in %d reads",
+             len(jobs), n_reads)
+    return records
+
+
+def _sample_reads(records: pd.DataFrame, rec_uris: dict[str, str], sample: int | None
+                  ) -> list[tuple[int, str, int, int]]:
+    """The reads of the sampled records, ``(position, uri, start, span)``: per split with a
+    ``.rec``, ``sample`` records spread evenly over it in offset order (all of them where it
+    has no more, or ``sample`` is None)."""
+    import numpy as np
+
     # by position and by column: one column read per field for the sampled rows, not a
     # pandas row lookup per record (the checklist's main thread shares the interpreter with
     # GX's import)
@@ -425,33 +470,45 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             span = (end - start) if end is not None and end > start else (
                 recordio.framed_size(length, splits=length // 4 + 1))
             jobs.append((at, uri, start, max(span, 8)))
-    detection = "label_hash" in records.columns  # the header holds the label array
-    sampled = [at for at, _, _, _ in jobs]
-    expected = dict(zip(
-        ("split", "key", "height", "width", "channels", "label"),
-        ([None] * len(jobs) if name not in records.columns
-         else records[name].iloc[sampled].tolist()
-         for name in ("split", "key", "height", "width", "channels",
-                      "label_hash" if detection else "label")), strict=True))
+    return jobs
 
-    def fetched(members: list[int], got) -> list:
+
+class _Verifier:
+    """The sampled records' reads (``jobs``) and what the manifest says of each
+    (``expected``: column → one value per job); checks what is read against it."""
+
+    def __init__(self, records: pd.DataFrame, jobs: list[tuple[int, str, int, int]]):
+        self.jobs = jobs
+        self.detection = "label_hash" in records.columns  # the header holds the label array
+        sampled = [at for at, _, _, _ in jobs]
+        self.expected = dict(zip(
+            ("split", "key", "height", "width", "channels", "label"),
+            ([None] * len(jobs) if name not in records.columns
+             else records[name].iloc[sampled].tolist()
+             for name in ("split", "key", "height", "width", "channels",
+                          "label_hash" if self.detection else "label")), strict=True))
+
+    def fetched(self, members: list[int], got) -> list:
         """One coalesced ranged read of a .rec (``storage.read_spans``): its records checked."""
         if isinstance(got, Exception):  # could not read: not a fact about the records
             if not _past_the_end(got):  # raised as it is: a transient one stays transient
-                first = jobs[members[0]]
+                first = self.jobs[members[0]]
                 log.error("quality: could not read %s from byte %d to check %d record(s) "
                           "(failing the task, to be retried): %r", first[1], first[2],
                           len(members), got)
                 raise got
             got = [b""] * len(members)  # the manifest points past the end: read, and wrong
-        return [(jobs[j][0], check(j, data)) for j, data in zip(members, got, strict=True)]
+        return [(self.jobs[j][0], self.check(j, data))
+                for j, data in zip(members, got, strict=True)]
 
-    def check(j: int, data: bytes):
-        start = jobs[j][2]
+    def check(self, j: int, data: bytes):
+        """Job ``j``'s bytes → (rec_status, rec_id_ok, rec_label_ok, rec_shape_ok)."""
         import io
 
         import cv2
+        import numpy as np
 
+        start, expected = self.jobs[j][2], self.expected
         try:
             got = recordio.read_record_at(io.BytesIO(data), 0)
             if got is None:
@@ -462,13 +519,7 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
                         expected["key"][j], start, exc)
             return "bad_record", False, None, None
         id_ok = header.id == int(expected["key"][j])
-        want = expected["label"][j]
-        if detection:
-            got = header.label if isinstance(header.label, tuple) else [header.label]
-            label_ok = not pd.isna(want) and label_hash(got) == int(want)
-        else:
-            label = header.label[0] if isinstance(header.label, tuple) else header.label
-            label_ok = _label_equal(label, want)
+        label_ok = self.label_ok(header, expected["label"][j])
         try:
             img = cv2.imdecode(np.frombuffer(img_bytes, np.uint8), cv2.IMREAD_UNCHANGED)
         except cv2.error:
@@ -480,21 +531,15 @@ def verify_records(records: pd.DataFrame, rec_uris: dict[str, str], sample: int 
             int(expected["height"][j]), int(expected["width"][j]), int(expected["channels"][j]))
         return "ok", id_ok, label_ok, shape_ok
 
-    # the sampled records of a .rec in a few coalesced reads, not one GET each: the same
-    # bytes, sliced per record
-    columns = {col: np.full(len(records), None, dtype=object) for col in VERIFY_COLUMNS}
-    n_reads = 0
-    for checked in storage.read_spans([(uri, start, span) for _, uri, start, span in jobs],
-                                      fetched, threads):
-        n_reads += 1
-        for at, values in checked:
-            for col, value in zip(VERIFY_COLUMNS, values, strict=True):
-                columns[col][at] = value
-    for col, values in columns.items():  # object columns, as before: None where not sampled
-        records[col] = pd.Series(values, index=records.index, dtype=object)
-    log.info("quality: re-read and decoded %d records from the .rec files in %d reads",
-             len(jobs), n_reads)
-    return records
+    def label_ok(self, header: recordio.IRHeader, want) -> bool:
+        """The header's label is the manifest's (detection: by ``label_hash``)."""
+        import pandas as pd
+
+        if self.detection:
+            got = header.label if isinstance(header.label, tuple) else [header.label]
+            return not pd.isna(want) and label_hash(got) == int(want)
+        label = header.label[0] if isinstance(header.label, tuple) else header.label
+        return _label_equal(label, want)
 
 
 def _past_the_end(exc: Exception) -> bool:
