@@ -64,10 +64,13 @@ rgw:
 	         "(sudo apt-get install --no-install-recommends $(RGW_PACKAGES))"; \
 	  fi; }
 
-## make test: lint + the whole test suite (unit, S3 integration on moto and Ceph RGW, MXNet readers, DAG e2e, Celery, browser)
+## make test: lint + the whole test suite (unit, S3 integration on moto and Ceph RGW, MXNet readers, DAG e2e, Celery, browser),
+## every tier (--all-tiers; a bare `pytest` runs the default tier only) over TEST_WORKERS
+## pytest-xdist workers; tests that share state stay on one worker (tests/common/tiers.py)
+TEST_WORKERS ?= 2
 test: venv chromium rgw
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --all-tiers -n $(TEST_WORKERS) --dist loadgroup
 
 clean: stop-demo
 	rm -rf $(VENV) $(MXVENV) .airflow .demo

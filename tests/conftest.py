@@ -4,6 +4,10 @@ and, for modules marked ``both_stores``, a real S3 implementation beside it (Cep
 
 Every test that touches storage talks HTTP to it through boto3, exactly as production talks
 to AWS, MinIO or Ceph. ``bucket`` gives each test its own empty bucket.
+
+The tiers (``tests/common/tiers.py``): a bare ``pytest`` leaves the slow ones out; the [rgw]
+cases carry the ``rgw`` marker; under xdist the tests that share state run on one worker
+(``pytest_xdist_make_scheduler``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from recforge.dev import s3server
+from tests.common import tiers
 from tests.common.browser import artifacts, browser, page, pytest_runtest_setup  # noqa: F401
 from tests.common.receivers import (  # noqa: F401  (fixtures)
     flaky_webhook_server,
@@ -34,6 +39,15 @@ collect_ignore = ["mxnet"]
 STORES = ("moto", "rgw")
 
 
+def pytest_addoption(parser):
+    tiers.addoption(parser)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads -n
+def pytest_cmdline_main(config):
+    tiers.spread_default_tier(config)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "both_stores: run the module's S3 tests against moto and Ceph RGW "
@@ -46,16 +60,46 @@ def pytest_configure(config):
         "Ceph RGW here: the [rgw] case is a strict xfail (it fails the run once it passes)")
 
 
+def pytest_collection_modifyitems(config, items):
+    tiers.deselect_slow(config, items)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    line = tiers.summary_line(config)
+    if line:
+        terminalreporter.write_line(line, yellow=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return tiers.make_scheduler(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    tiers.configure_node(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    tiers.node_down(node)
+
+
+def pytest_sessionfinish(session):
+    tiers.worker_finished(session)
+
+
 def _reason(mark) -> str:
     return mark.kwargs.get("reason") or mark.args[0]
 
 
 def pytest_generate_tests(metafunc):
-    """A ``both_stores`` test that uses S3 runs once per store; ``moto_only`` skips [rgw]."""
+    """A ``both_stores`` test that uses S3 runs once per store; ``moto_only`` skips [rgw].
+    The [rgw] case carries the ``rgw`` marker (a slow tier: it starts a Ceph cluster)."""
     if "s3_endpoint" not in metafunc.fixturenames or \
             not metafunc.definition.get_closest_marker("both_stores"):
         return
-    marks = []
+    marks = [pytest.mark.rgw]
     only = metafunc.definition.get_closest_marker("moto_only")
     if only:
         marks.append(pytest.mark.skip(reason=f"moto only: {_reason(only)}"))

@@ -3,12 +3,15 @@ build with nothing changed ending early with exit 0."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from recforge import storage
 from recforge.cli import main
 from tests.common.helpers import jpeg
 from tests.common.sources import spec_doc
+
+pytestmark = pytest.mark.pipeline  # two whole builds: a slow tier
 
 
 def test_build_prints_objects_set_aside_then_no_changes(bucket, tmp_path, capsys):

@@ -7,9 +7,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.mxnet
+@pytest.mark.timeout(1200)  # the tier's own run may take its 900 s
 def test_the_mxnet_tier_passes_in_the_mxnet_environment():
     from recforge.bench.environment import mxnet_python
 

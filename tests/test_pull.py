@@ -24,7 +24,8 @@ from recforge.format import names
 from tests.common import mxnet_readers
 from tests.common.sources import make_source, make_spec, spec_doc
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 
 @pytest.fixture(scope="module")

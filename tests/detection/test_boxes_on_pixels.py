@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.detection.boxes import coco_box, orient, voc_box
 from recforge.format import names
 from tests.common.detection import (
@@ -31,7 +31,7 @@ W, H = 240, 200
 
 
 def _classes(run) -> list[str]:
-    return storage.read_json(storage.join(run.out, names.CLASSES))["classes"]
+    return storage.read_json(storage.join(run_state.out(run), names.CLASSES))["classes"]
 
 
 def _check_on_pixels(img, label, classes, tolerance_px: float):
@@ -67,7 +67,7 @@ def test_voc_boxes_within_a_pixel_and_on_their_colour(bucket, resize):
     put_all(src, {"JPEGImages/a.jpg": boxed_image(W, H, BOXES),
                   "Annotations/a.xml": voc_xml(W, H, BOXES)})
     run = build(spec(src, pub, **{"pack.resize": resize, "pack.upscale": True}))
-    img, label = records(run.out)["JPEGImages/a.jpg"]
+    img, label = records(run_state.out(run))["JPEGImages/a.jpg"]
     scale = img.shape[1] / W
     # against the source annotation, in source pixels: within 1 px
     classes = _classes(run)
@@ -78,15 +78,28 @@ def test_voc_boxes_within_a_pixel_and_on_their_colour(bucket, resize):
     _check_on_pixels(img, label, classes, tolerance_px=max(1.5, 1.5 * scale))
 
 
-@pytest.mark.parametrize("orientation", range(1, 9))
-def test_exif_rotated_boxes_follow_the_pixels(tmp_path, orientation):
-    src, pub = str(tmp_path / "src"), str(tmp_path / "pub")
-    put_all(src, {"JPEGImages/r.jpg": boxed_image(W, H, BOXES, orientation=orientation),
-                  "Annotations/r.xml": voc_xml(W, H, BOXES)})  # boxes as stored
+@pytest.fixture(scope="module")
+def rotated(tmp_path_factory) -> tuple[dict, list[str]]:
+    """One build of the boxed image under every EXIF orientation, ``r<orientation>.jpg``, its
+    boxes as stored: the records and the classes."""
+    root = tmp_path_factory.mktemp("rotated")
+    src, pub = str(root / "src"), str(root / "pub")
+    objects = {}
+    for orientation in range(1, 9):
+        objects[f"JPEGImages/r{orientation}.jpg"] = boxed_image(W, H, BOXES,
+                                                                orientation=orientation)
+        objects[f"Annotations/r{orientation}.xml"] = voc_xml(W, H, BOXES)
+    put_all(src, objects)
     run = build(spec(src, pub))
-    img, label = records(run.out)["JPEGImages/r.jpg"]
+    return records(run_state.out(run)), _classes(run)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_rotated_boxes_follow_the_pixels(rotated, orientation):
+    found, classes = rotated
+    img, label = found[f"JPEGImages/r{orientation}.jpg"]
     assert img.shape[:2] == ((W, H) if orientation >= 5 else (H, W))
-    _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
+    _check_on_pixels(img, label, classes, tolerance_px=1.5)
 
 
 def test_displayed_frame_annotations_are_kept(tmp_path):
@@ -97,7 +110,7 @@ def test_displayed_frame_annotations_are_kept(tmp_path):
     put_all(src, {"JPEGImages/r.jpg": stored,
                   "Annotations/r.xml": voc_xml(H, W, shown_boxes)})
     run = build(spec(src, pub, **{"detection.box_frame": "displayed"}))
-    img, label = records(run.out)["JPEGImages/r.jpg"]
+    img, label = records(run_state.out(run))["JPEGImages/r.jpg"]
     _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
 
 
@@ -109,7 +122,7 @@ def test_displayed_size_with_stored_frame_is_named(tmp_path):
                   "Annotations/ok.xml": voc_xml(W, H, BOXES)})
     run = build(spec(src, pub))
     entries = [json.loads(x) for x in storage.get_bytes(
-        storage.join(run.out, names.QUARANTINE)).splitlines()]
+        storage.join(run_state.out(run), names.QUARANTINE)).splitlines()]
     frame = [e for e in entries if e["reason"] == "annotation_frame"]
     assert {e["source_key"] for e in frame} == {"JPEGImages/r.jpg", "Annotations/r.xml"}
     assert "box_frame: displayed" in frame[0]["fix"]
@@ -122,7 +135,7 @@ def test_coco_boxes_on_their_colour(bucket, resize):
     put_all(src, {"images/a.jpg": boxed_image(W, H, BOXES),
                   "annotations/instances.json": coco_document([("a.jpg", W, H, BOXES)])})
     run = build(spec(src, pub, layout="coco", **{"pack.resize": resize}))
-    img, label = records(run.out)["images/a.jpg"]
+    img, label = records(run_state.out(run))["images/a.jpg"]
     _check_on_pixels(img, label, _classes(run), tolerance_px=1.5)
     assert _classes(run) == list(COLOURS)  # every category, in category id order
 
@@ -134,9 +147,9 @@ def test_negatives_kept_with_one_padding_row(tmp_path):
                   "JPEGImages/empty.jpg": boxed_image(W, H, []),
                   "Annotations/empty.xml": voc_xml(W, H, [])})
     run = build(spec(src, pub, **{"detection.empty_images": "keep"}))
-    img, label = records(run.out)["JPEGImages/empty.jpg"]
+    img, label = records(run_state.out(run))["JPEGImages/empty.jpg"]
     assert label[4:] == [-1.0] * 6 and label[2:4] == [W, H]
-    quarantined = storage.get_bytes(storage.join(run.out, names.QUARANTINE))
+    quarantined = storage.get_bytes(storage.join(run_state.out(run), names.QUARANTINE))
     assert b"no_objects" not in quarantined
 
 
@@ -149,7 +162,7 @@ def test_pack_in_a_child_process_labels_the_same(tmp_path):
     put_all(src, {"JPEGImages/r.jpg": boxed_image(W, H, BOXES, orientation=6),
                   "Annotations/r.xml": voc_xml(W, H, BOXES)})
     s = spec(src, pub)
-    plain = records(build(s, "plain").out)["JPEGImages/r.jpg"][1]
+    plain = records(run_state.out(build(s, "plain")))["JPEGImages/r.jpg"][1]
     run = build(s, "isolated")
     shard = storage.read_json(run.shard_list)["shards"][0]
     storage.delete_prefix(run.cache(""))  # nothing to reuse: the shard is packed again
@@ -157,4 +170,4 @@ def test_pack_in_a_child_process_labels_the_same(tmp_path):
     storage.put_bytes(run.shard_output(shard, names.PACK_ATTEMPT), b"{}")
     entry("pack")(run, shard)
     entry("merge")(run)
-    assert records(run.out)["JPEGImages/r.jpg"][1] == plain
+    assert records(run_state.out(run))["JPEGImages/r.jpg"][1] == plain

@@ -5,11 +5,12 @@ the counts reconciled, a changed annotation re-packing its record."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import numpy as np
 import pytest
 
-from recforge import storage
+from recforge import run_state, storage
 from recforge.dev import detection_sample
 from recforge.format import detection_label, names
 from tests.common.detection import build, spec
@@ -20,7 +21,7 @@ COUNT = 10
 
 def _entries(run) -> list[dict]:
     return [json.loads(x) for x in
-            storage.get_bytes(storage.join(run.out, names.QUARANTINE)).splitlines()]
+            storage.get_bytes(storage.join(run_state.out(run), names.QUARANTINE)).splitlines()]
 
 
 def _truth(layout: str) -> dict[str, detection_sample.Scene]:
@@ -29,9 +30,12 @@ def _truth(layout: str) -> dict[str, detection_sample.Scene]:
     return {f"{folder}/{s.stem}.jpg": s for s in made[:COUNT] + [made[-1]]}
 
 
-@pytest.fixture(params=detection_sample.LAYOUTS)
-def built(request, bucket):
+@pytest.fixture(scope="module", params=detection_sample.LAYOUTS)
+def built(request, s3_endpoint):
+    """One build per layout for the module (its tests only read it), in a bucket of its own."""
     layout = request.param
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    storage.s3_client().create_bucket(Bucket=bucket)
     src, pub = f"s3://{bucket}/raw", f"s3://{bucket}/datasets"
     detection_sample.upload(src, layout, count=COUNT)
     run = build(spec(src, pub, layout, **{"pack.resize": 200, "splits.val_ratio": 0.3}))
@@ -41,8 +45,9 @@ def built(request, bucket):
 def test_every_box_within_a_pixel_of_its_annotation(built):
     layout, run = built
     truth = _truth(layout)
-    classes = storage.read_json(storage.join(run.out, names.CLASSES))["classes"]
-    rows = {r["source_key"]: r for r in storage.iter_jsonl(storage.join(run.out, names.RECORDS))}
+    classes = storage.read_json(storage.join(run_state.out(run), names.CLASSES))["classes"]
+    rows = {r["source_key"]: r
+            for r in storage.iter_jsonl(storage.join(run_state.out(run), names.RECORDS))}
     assert set(truth) <= set(rows)
     for key, scene in truth.items():
         (w, h), objects = detection_label.decode(rows[key]["label"])
@@ -77,7 +82,7 @@ def test_every_bad_annotation_quarantined_with_its_reason(built):
     if layout == "coco":
         assert ("annotations/instances_sample.json", "image_missing") in parts
         assert any(r == "unknown_category" for _, r in parts)
-    summary = storage.read_json(storage.join(run.out, names.SUMMARY))
+    summary = storage.read_json(storage.join(run_state.out(run), names.SUMMARY))
     assert summary["listed"] == summary["packed"] + summary["quarantined"]
     assert summary["objects_quarantined"] == sum(1 for e in entries if "part" in e)
 
@@ -95,6 +100,6 @@ def test_a_changed_annotation_repacks_its_record(bucket):
     content = [storage.read_json(r.content)["content_id"] for r in (first, second)]
     assert content[0] != content[1]
     label = {r["source_key"]: r["label"] for r in
-             storage.iter_jsonl(storage.join(second.out, names.RECORDS))}
+             storage.iter_jsonl(storage.join(run_state.out(second), names.RECORDS))}
     _, objects = detection_label.decode(label["JPEGImages/scene_0003.jpg"])
     assert objects[0][5] == 1.0

@@ -21,8 +21,8 @@ from tests.common import rgw
 
 SCRIPT = Path(__file__).resolve().parents[2] / "compose" / "ceph-rgw.sh"
 
-pytestmark = pytest.mark.skipif(rgw.unavailable() is not None,
-                                reason=rgw.unavailable() or "")
+pytestmark = [pytest.mark.rgw,
+              pytest.mark.skipif(rgw.unavailable() is not None, reason=rgw.unavailable() or "")]
 
 
 def _start(state: Path, port: int, mon_port: int, secret: str) -> subprocess.Popen:

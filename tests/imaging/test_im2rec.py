@@ -103,6 +103,7 @@ def work(tmp_path, clean) -> Path:
 
 
 class TestListMode:
+    @pytest.mark.mxnet
     def test_recursive_chunks_and_ratios_match_mxnet(self, tmp_path, clean):
         args = ["--list", "--recursive", "--chunks", "2", "--train-ratio", "0.6",
                 "--test-ratio", "0.2"]
@@ -116,6 +117,7 @@ class TestListMode:
             assert (tmp_path / "rf" / name).read_bytes() == (tmp_path / "mx" / name).read_bytes()
         assert "dog/sub 3" in mx.stdout  # every folder with files is a class
 
+    @pytest.mark.mxnet
     def test_flat_no_shuffle_matches_mxnet(self, tmp_path, clean):
         run_mxnet(str(tmp_path / "mx"), str(clean), "--list", "--no-shuffle", "--exts", ".jpg")
         assert run_ours(tmp_path / "rf", clean, "--list", "--no-shuffle", "--exts", ".jpg") == 0
@@ -127,6 +129,7 @@ class TestListMode:
         assert not (tmp_path / "x.lst").exists()
 
 
+@pytest.mark.mxnet  # MXNet's tools/im2rec.py in the MXNet environment
 class TestMatchesMxnet:
     def test_pass_through_is_byte_identical(self, work, clean):
         run_mxnet(str(work / "mx" / "data"), str(clean), "--pass-through", "--pack-label")

@@ -17,6 +17,8 @@ from tests.common import mxnet_readers
 from tests.common.helpers import jpeg
 from tests.common.sources import make_source, make_spec
 
+pytestmark = pytest.mark.pipeline  # two to ten whole builds a test: a slow tier
+
 PUBLISHED = [f"{s}.{ext}" for s in ("train", "val") for ext in ("rec", "idx", "lst")] + [
     "records.jsonl", "quarantine.jsonl"]
 

@@ -26,6 +26,7 @@ def _package_files() -> set[str]:
             and "__pycache__" not in p.relative_to(PACKAGE).parts}
 
 
+@pytest.mark.packaging  # builds the wheel (uv build)
 def test_the_wheel_holds_every_file_of_the_package(wheel):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())

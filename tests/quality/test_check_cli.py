@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from recforge import pipeline
 from recforge.cli import main
 from tests.common.sources import make_source, make_spec
+
+pytestmark = pytest.mark.pipeline  # a whole build: a slow tier
 
 
 def test_check_reads_the_versions_bench_json(bucket, capsys):

@@ -12,6 +12,8 @@ from recforge.format.recordio import RecordIOError
 from recforge.readers import RecordFile, SplitReader, shard_indices
 from tests.common import mxnet_readers
 
+pytestmark = pytest.mark.mxnet  # bit for bit against MXNet's readers: a slow tier
+
 
 def _mx(published, split: str) -> list[dict]:
     idx, rec = published.files(split)

@@ -88,6 +88,7 @@ def test_an_image_that_crashes_the_decoder_costs_its_pair(tmp_path):
         assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "iso" / name).read_bytes()
 
 
+@pytest.mark.pipeline  # a whole build: a slow tier
 def test_segmentation_shards_after_a_dead_attempt_decode_in_isolation_byte_for_byte(
         tmp_path, caplog):
     _source(tmp_path / "src", n=6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from recforge import pipeline
 from recforge.spec import parse_spec
@@ -19,6 +20,8 @@ from tests.common.segdata import (
     write_city_pairs,
 )
 from tests.common.sources import SMALL_BENCH
+
+pytestmark = pytest.mark.pipeline  # whole builds: a slow tier
 
 
 def test_build_segmentation_with_process_pool(tmp_path):

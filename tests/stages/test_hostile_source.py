@@ -92,6 +92,7 @@ def _sizes_stay_small(version: str) -> None:
 
 
 @pytest.mark.parametrize("layout", ["voc", "coco"])
+@pytest.mark.pipeline  # whole builds over every hostile input: a slow tier
 def test_a_night_over_every_hostile_input_publishes_the_good_and_stays_small(
         bucket, tmp_path, layout):
     src = f"s3://{bucket}/raw"

@@ -35,6 +35,7 @@ def locked(s3_endpoint, monkeypatch):
     storage.use_write_options({})
 
 
+@pytest.mark.pipeline  # a whole build: a slow tier
 def test_a_build_publishes_into_a_locked_down_bucket(locked):
     bucket, proxy = locked
     spec = make_spec(bucket, publish={"uri": f"s3://{bucket}/datasets", "s3": LOCKED})

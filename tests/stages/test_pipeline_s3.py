@@ -13,7 +13,8 @@ from recforge.stages import publish
 from tests.common import mxnet_readers
 from tests.common.sources import BAD, make_source, make_spec
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 
 def test_build_publishes_what_mxnet_reads(bucket, tmp_path):

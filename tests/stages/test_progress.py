@@ -83,6 +83,7 @@ def test_bars_on_a_terminal_lines_in_a_log(capsys, caplog):
     assert caplog.records == []  # the bar replaces the lines
 
 
+@pytest.mark.pipeline  # a whole build: a slow tier
 def test_recforge_build_on_a_terminal_draws_bars(tmp_path):
     """``recforge build`` under a pseudo-terminal: a bar per stage, not a line per shard."""
     import fcntl

@@ -13,7 +13,8 @@ from recforge import pipeline, storage
 from tests.common.faultproxy import MODES, running_proxy
 from tests.common.sources import make_source, make_spec
 
-pytestmark = pytest.mark.both_stores  # each test against moto and Ceph RGW
+pytestmark = [pytest.mark.both_stores,  # each test against moto and Ceph RGW
+              pytest.mark.pipeline]  # whole builds: a slow tier
 
 DATA_FILES = (".rec", ".idx", ".lst")
 COMPARED = ("records.jsonl", "quarantine.jsonl", "summary.json", "classes.json")

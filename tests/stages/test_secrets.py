@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote
 
+import pytest
 import yaml
 
 from recforge import storage
@@ -29,6 +30,7 @@ def leaks(text: bytes) -> list[str]:
     return [s for s in SECRETS if any(f in text for f in spellings(s))]
 
 
+@pytest.mark.pipeline  # a whole build: a slow tier
 def test_a_build_leaks_no_secret_to_logs_or_objects(bucket, tmp_path, monkeypatch, caplog,
                                                     capsys):
     from recforge.cli import main
