@@ -130,6 +130,35 @@ def dump_logs(logs: Path) -> str:
                      for p in sorted(logs.glob("*.log")))
 
 
+def cluster_env(home: Path, database: str, specs: Path, port: int, redis_db: int,
+                concurrency: int = 2) -> dict:
+    """The environment of every process of the Celery tier: Airflow's home, PostgreSQL
+    ``database``, Redis db ``redis_db``, the api-server on ``port``, the specs folder."""
+    db_url = f"{PG.replace('postgresql://', 'postgresql+psycopg2://')}/{database}"
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__HOSTNAME_CALLABLE": "recforge.orchestration.workers.worker_hostname",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
+        "AIRFLOW__CELERY__BROKER_URL": f"{REDIS}/{redis_db}",
+        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{PG}/{database}",
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+        "RECFORGE_SPECS_DIR": str(specs),
+    }
+
+
 @contextlib.contextmanager
 def running_cluster(database: str, home: Path):
     """Start the stack in ``home`` on ``database`` (the S3 endpoint must already be in the
@@ -148,29 +177,7 @@ def running_cluster(database: str, home: Path):
     (home / "passwords.json").write_text(json.dumps({"admin": ADMIN_PASSWORD}))
     port = s3server.free_port()
     redis_db = int(uuid.uuid4().int % 14) + 1
-    db_url = f"{PG.replace('postgresql://', 'postgresql+psycopg2://')}/{database}"
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__CORE__HOSTNAME_CALLABLE": "recforge.orchestration.workers.worker_hostname",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
-        "AIRFLOW__CELERY__BROKER_URL": f"{REDIS}/{redis_db}",
-        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{PG}/{database}",
-        "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
-        "RECFORGE_SPECS_DIR": str(specs),
-    }
+    env = cluster_env(home, database, specs, port, redis_db)
     airflow = str(Path(sys.executable).with_name("airflow"))
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True)
     pools.ensure_pools(env, demo.airflow_bin())
