@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import threading
 import uuid
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from recforge.dev import demo, s3server
 from recforge.orchestration import pools
-from tests.e2e.cluster import ADMIN_PASSWORD, REDIS, cluster_env, ready_api
+from tests.e2e.cluster import ADMIN_PASSWORD, cluster_env, ready_api, stop_stack
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -59,17 +58,7 @@ def celery_tier(home: Path, database: str, specs: Path, dag_id: str, workers: in
         yield {"api": api, "procs": procs, "logs": logs, "home": home,
                "pids": [p.pid for p in procs.values()]}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-        import redis
-
-        redis.Redis.from_url(f"{REDIS}/{redis_db}").flushdb()
+        stop_stack(procs, redis_db)
 
 
 def _stat(pid: int) -> tuple[int, float] | None:

@@ -130,6 +130,21 @@ def dump_logs(logs: Path) -> str:
                      for p in sorted(logs.glob("*.log")))
 
 
+def stop_stack(procs: dict, redis_db: int) -> None:
+    """Stop the tier's processes (SIGTERM, SIGKILL after 30 s) and empty its Redis db."""
+    for p in procs.values():
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs.values():
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+    import redis
+
+    redis.Redis.from_url(f"{REDIS}/{redis_db}").flushdb()
+
+
 def cluster_env(home: Path, database: str, specs: Path, port: int, redis_db: int,
                 concurrency: int = 2) -> dict:
     """The environment of every process of the Celery tier: Airflow's home, PostgreSQL
@@ -202,14 +217,4 @@ def running_cluster(database: str, home: Path):
         api = ready_api(base, ADMIN_PASSWORD, "recforge__pets", procs, logs)
         yield {"api": api, "base": base, "bucket": bucket, "procs": procs, "logs": logs}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-        import redis
-
-        redis.Redis.from_url(f"{REDIS}/{redis_db}").flushdb()
+        stop_stack(procs, redis_db)
