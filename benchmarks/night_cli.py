@@ -74,27 +74,26 @@ def entry(task_id: str):
     return timed
 
 
-def run_shards(jobs, workers, later, warmed, done):
+def run_shards(jobs, workers, done):
     wall, cpu = time.perf_counter(), _process_cpu()
-    got = _run_shards(jobs, workers, later, warmed, done)
-    results, _ = got
+    results = _run_shards(jobs, workers, done)
     task_ids = jobs[0][2] if jobs else ()
     peaks = [r[t].get("peak_rss_mb") or 0 for r in results for t in task_ids
              if isinstance(r.get(t), dict)]
     STAGES["+".join(task_ids)] = {"wall": time.perf_counter() - wall,
                                   "cpu": _process_cpu() - cpu, "cpu_shared": False,
                                   "peak_rss_mb": max(peaks, default=None)}
-    return got
+    return results
 
 
 def main() -> int:
     stages.entry = entry
     pipeline.run_shards = run_shards
-    from recforge.cli import run as cli_run
+    from recforge.cli import main as cli_main
 
     started = time.perf_counter()
     try:
-        code = cli_run()  # recforge's own entry point: main, then gc.freeze
+        code = cli_main()  # recforge's own entry point
     finally:
         out = os.environ.get("NIGHT_CLI_OUT")
         if out:

@@ -22,7 +22,7 @@ PACKAGE = REPO / "include" / "recforge"
 FLOORS = [
     {"errors", "settings", "kinds"},
     {"spec"},
-    {"storage", "quarantine", "progress", "phash", "imaging", "format", "warmup"},
+    {"storage", "quarantine", "progress", "phash", "imaging", "format"},
     {"segmentation", "detection", "im2rec", "crash_isolation"},
     {"layouts"},
     {"quality", "bench", "report"},

@@ -2,16 +2,13 @@
 
 ``recforge build`` runs this; the DAG runs each stage as its own task. Per-shard stages run
 for every shard in a process pool here (mapped tasks in Airflow), each shard's stages one
-after the other in one worker, as a shard would flow through the DAG. A background thread
-imports what the later stages need (``warmup.warm_imports``) while the shards run where a
-core is spare beside them, else beside merge and validate (:func:`warm_beside`); and the
-loader benchmark runs beside validate and the checklist (:func:`benchmark_beside`), as the
-DAG runs their tasks.
+after the other in one worker, as a shard would flow through the DAG. The loader benchmark
+runs beside validate and the checklist (:func:`benchmark_beside`), as the DAG runs their
+tasks.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import pickle
@@ -24,7 +21,6 @@ from recforge import run_state, stages
 from recforge.progress import Progress, quiet_worker
 from recforge.run import Run, new_run_id
 from recforge.spec import DatasetSpec
-from recforge.warmup import warm_imports
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +40,9 @@ def _shard_stages(args: tuple[DatasetSpec, str, tuple[str, ...], str]) -> dict:
         raise
 
 
-def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> list[dict]:
+def shards_in_pool(jobs: list, workers: int, progress: Progress) -> list[dict]:
     """Each job's ``_shard_stages`` in a pool of ``workers`` processes, results in job
-    order; ``submitted()`` is called once the jobs are submitted. A worker that dies without
+    order. A worker that dies without
     a Python error (a decoder crash, the memory limit) breaks the whole pool: the shards
     not finished then run once more in a new pool, where pack finds their attempt markers
     and decodes each image in a child process (``recforge.crash_isolation``), so the
@@ -57,7 +53,6 @@ def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> l
         try:
             with ProcessPoolExecutor(workers) as pool:
                 futures = {pool.submit(_shard_stages, jobs[k]): k for k in todo}
-                submitted()
                 for f in as_completed(futures):
                     results[futures[f]] = f.result()
                     progress.update()
@@ -70,55 +65,17 @@ def shards_in_pool(jobs: list, workers: int, submitted, progress: Progress) -> l
     return [results[k] for k in range(len(jobs))]
 
 
-def run_shards(jobs: list, workers: int | None, later: tuple[str, ...], warmed: bool,
-               progress: Progress) -> tuple[list[dict], bool]:
+def run_shards(jobs: list, workers: int | None, progress: Progress) -> list[dict]:
     """Each job's ``_shard_stages``, results in job order: in this thread where one worker
-    runs them (no warm-up: these stages import in this thread meanwhile), else in a pool
-    (:func:`shards_in_pool`) with ``later``'s imports started beside it on a spare core,
-    unless ``warmed`` already. Returns the results and whether the imports were started."""
+    runs them, else in a pool (:func:`shards_in_pool`)."""
     n = workers or max(1, min(os.cpu_count() or 1, len(jobs)))
-    if n == 1:
-        done = []
-        for j in jobs:
-            done.append(_shard_stages(j))
-            progress.update()
-        return done, warmed
-    warming = None
-    # only on a spare core: with every core packing, the imports would slow the shards
-    # down by as much as they save later
-    spare = (os.cpu_count() or 1) > n
-
-    def submitted() -> None:
-        # the workers exist now (with fork the first submit starts them all; spawn and
-        # forkserver never fork this process), and this thread only waits for them: the
-        # one time the imports race nothing
-        nonlocal warming, warmed
-        if not warmed and spare:
-            warming, warmed = warm_imports(later), True
-
-    try:
-        done = shards_in_pool(jobs, n, submitted, progress)
-    finally:  # two threads importing one package with import cycles (GX has them) can
-        if warming is not None:  # see it half-initialised
-            warming.join()
-    return done, warmed
-
-
-def warm_beside(rest: list[stages.Stage]) -> threading.Thread | None:
-    """After the shards: the slow imports of ``rest``'s later stages, in a thread beside the
-    stages that come first and import nothing slow (merge and validate wait on S3 or the
-    disk, so a core is free even where the shards filled them all) and on into the stages
-    that need them; None when no stage runs beside it or nothing is left to import. Every
-    later stage's module is imported here first, so the stages' own code is never imported
-    by two threads at once; a stage that needs a slow module asks ``warm_imports`` for it,
-    gets this thread while it runs, and joins it first (``quality.gate``)."""
-    beside = list(itertools.takewhile(lambda s: not s.imports, rest))
-    later = [m for s in rest[len(beside):] for m in s.imports]
-    if not beside or not later:
-        return None
-    for s in rest:
-        stages.module(s.task_id)
-    return warm_imports(later)
+    if n > 1:
+        return shards_in_pool(jobs, n, progress)
+    done = []
+    for j in jobs:
+        done.append(_shard_stages(j))
+        progress.update()
+    return done
 
 
 def benchmark_beside(run: Run, checks: tuple[str, ...]) -> tuple[dict, dict[str, float]]:
@@ -218,7 +175,6 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
         return {**result, **finish_published(run, version)}
     plan = stages.stages_for(spec.task)
     timings = result["seconds"] = {}  # wall time per stage (per-shard stages: together)
-    warmed = False
     i = 0
     while i < len(plan):
         started = time.perf_counter()
@@ -231,14 +187,11 @@ def build(spec: DatasetSpec, run_id: str | None = None, workers: int | None = No
             shards = [s for t in result["split"]["pack_tasks"] for s in t]
             jobs = [(spec, run.run_id, tuple(task_ids), s) for s in shards]
             shards_done = Progress("+".join(task_ids), len(jobs), log, unit="shards")
-            done, warmed = run_shards(jobs, workers, tuple(
-                m for st in plan[i:] for m in st.imports), warmed, shards_done)
+            done = run_shards(jobs, workers, shards_done)
             shards_done.close()
             for t in task_ids:
                 result[t] = [d[t] for d in done]
             timings["+".join(task_ids)] = round(time.perf_counter() - started, 2)
-            if not warmed:
-                warmed = warm_beside(plan[i:]) is not None
             continue
         task_id = plan[i].task_id
         i += 1

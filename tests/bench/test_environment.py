@@ -38,17 +38,6 @@ def wait_then_report(quiet_file: str | None = None) -> dict:
     return {"waited": waited, "quiet_at": time.time(), "told": quiet_file is not None}
 
 
-def echo(**kwargs) -> dict:
-    """A child that answers with the arguments it was handed."""
-    return kwargs
-
-
-# in a child of ``environment.call`` that the test below starts: it got here, MXNet imported,
-# before it was handed its arguments
-if os.environ.get("RECFORGE_TEST_CHILD_STARTED"):
-    Path(os.environ["RECFORGE_TEST_CHILD_STARTED"]).touch()
-
-
 def mxnet_version() -> str:
     import mxnet as mx
 
@@ -236,61 +225,6 @@ def test_a_timeout_covers_the_wait_for_quiet():
     with pytest.raises(environment.MXNetProcessFailed, match="ran past"):
         environment.call("tests.bench.test_environment:wait_then_report", {},
                          pythonpath=[str(REPO)], quiet=threading.Event(), timeout=8)
-
-
-def test_the_child_starts_while_its_arguments_are_made(tmp_path, monkeypatch):
-    """Arguments given as a callable (the benchmark's window fetch) are made while the
-    child starts: it imports MXNet and the target's module first, then gets them."""
-    marker = tmp_path / "child-started"
-    monkeypatch.setenv("RECFORGE_TEST_CHILD_STARTED", str(marker))
-
-    def kwargs() -> dict:
-        assert environment.wait_for_file(marker, 120) < 120, "the child never started"
-        return {"window": "fetched"}
-
-    quiet = threading.Event()
-    quiet.set()
-    out = environment.call("tests.bench.test_environment:echo", kwargs,
-                           pythonpath=[str(REPO)], quiet=quiet)
-    assert out["window"] == "fetched" and out["quiet_file"]
-
-
-def test_arguments_that_fail_kill_the_child(monkeypatch):
-    started = []
-    real = environment.subprocess.Popen
-
-    def recording(*a, **k):
-        started.append(real(*a, **k))
-        return started[-1]
-
-    def kwargs() -> dict:
-        raise LoaderBenchError("the split has 3 records, fewer than batch_size=32")
-
-    monkeypatch.setattr(environment.subprocess, "Popen", recording)
-    with pytest.raises(LoaderBenchError, match="fewer than batch_size"):
-        environment.call("tests.bench.test_environment:echo", kwargs, pythonpath=[str(REPO)])
-    assert len(started) == 1 and started[0].returncode is not None  # killed and reaped
-
-
-def test_a_child_whose_caller_is_gone_does_not_wait_for_its_arguments(tmp_path):
-    """A child waits for its arguments as long as the caller's fetch takes, but not for a
-    caller that died: it ends with an error instead of waiting for good."""
-    import json
-
-    from recforge import __version__
-
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    request, response = tmp_path / "request.json", tmp_path / "response.json"
-    request.write_text(json.dumps({
-        "target": "tests.bench.test_environment:echo", "recforge_version": __version__,
-        "kwargs_file": str(tmp_path / "never-written.json"), "caller_pid": gone.pid}))
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([environment.mxnet_python(), "-m", "recforge.bench.worker", str(request),
-                    str(response)], env=env, timeout=300, capture_output=True, check=True)
-    assert json.loads(response.read_text())["error"]["message"] == (
-        "the caller ended before it handed over the arguments")
 
 
 def test_the_benchmarks_timing_waits_for_quiet_and_its_value_check_does_not(dataset):

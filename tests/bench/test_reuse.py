@@ -135,20 +135,10 @@ def test_an_unchanged_split_is_reused_without_fetching_its_window(tmp_path, monk
     assert again["reused_from"]["created_at"] == first["created_at"]
 
 
-def reuse_and_say_if_mxnet_was_imported(**kwargs) -> dict:
-    """``measure.reuse`` where it runs, in the MXNet environment's child; with whether the
-    child imported MXNet by the end."""
-    import sys
-
-    from recforge.bench.measure import reuse
-
-    return {"result": reuse(**kwargs), "mxnet_imported": "mxnet" in sys.modules}
-
-
-def test_an_unchanged_split_is_reused_by_a_child_that_never_imports_mxnet(tmp_path,
+def test_an_unchanged_split_is_decided_before_any_window_is_handed_over(tmp_path,
                                                                          monkeypatch):
-    """``import mxnet`` costs 3-4 s of CPU; a night whose split is unchanged only decides
-    that the previous measurement stands, and the child that decides must not pay it."""
+    """A night whose split is unchanged only decides that the previous measurement stands
+    (``measure.reuse``); the window is measured only when that cannot stand."""
     root = tmp_path / "v1"
     pack(root, n=48)
     opts = BenchOptions(**{**FAST, "thread_grid": ()})
@@ -157,46 +147,18 @@ def test_an_unchanged_split_is_reused_by_a_child_that_never_imports_mxnet(tmp_pa
     real = environment.call
 
     def spy(target, kwargs, **options):
-        calls.append((target, options.get("import_mxnet", True)))
-        if target == "recforge.bench.measure:reuse":  # the same call, made observable
-            target, options = ("tests.bench.test_reuse:reuse_and_say_if_mxnet_was_imported",
-                               {**options, "pythonpath": [str(REPO)]})
-            answer = real(target, kwargs, **options)
-            assert answer["mxnet_imported"] is False
-            return answer["result"]
+        calls.append(target)
         return real(target, kwargs, **options)
 
     monkeypatch.setattr(environment, "call", spy)
     reused = run_benchmark(str(root), opts, previous=first, identity="split-a")
     assert reused["reused_from"]["created_at"] == first["created_at"]
-    assert calls == [("recforge.bench.measure:reuse", False)]
+    assert calls == ["recforge.bench.measure:reuse"]
     moved = {**first, "host": {**first["host"], "nprocs": -1}}  # then it measures, as before
     calls.clear()
     assert "reused_from" not in run_benchmark(str(root), opts, previous=moved,
                                               identity="split-a")
-    assert calls == [("recforge.bench.measure:reuse", False),
-                     ("recforge.bench.measure:measure", True)]
-
-
-def mxnet_build_beside_the_import() -> dict:
-    """What ``device.mxnet_build`` reads from MXNet's library, and what ``import mxnet``
-    says of the same build."""
-    from recforge.bench.device import HOST_FEATURES, mxnet_build
-
-    read = mxnet_build()
-    import mxnet as mx
-
-    features = mx.runtime.Features()
-    return {"read": list(read), "imported": [
-        mx.__version__, {k: features.is_enabled(k) for k in HOST_FEATURES}]}
-
-
-def test_the_host_facts_read_without_importing_mxnet_are_mxnets_own():
-    got = environment.call("tests.bench.test_reuse:mxnet_build_beside_the_import", {},
-                           pythonpath=[str(REPO)], import_mxnet=False)
-    assert got["read"] == got["imported"]
-    assert got["read"][0].count(".") >= 1 and set(got["read"][1]) == {
-        "CUDA", "CUDNN", "OPENMP", "OPENCV", "MKLDNN"}
+    assert calls == ["recforge.bench.measure:reuse", "recforge.bench.measure:measure"]
 
 
 def test_an_unchanged_split_that_cannot_be_reused_is_fetched_and_measured(tmp_path,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -360,35 +359,6 @@ def test_an_error_the_callers_loader_results_raise_is_theirs_not_a_gate_error(tm
         q.run_quality_gate(str(tmp_path), QualitySpec(class_balance_min_ratio=0.0),
                            docs_dir=docs, pack={"resize": 0, "color": 1},
                            loader_results=loader_results)
-
-
-def test_the_gate_imports_gx_while_it_reads_its_inputs(tmp_path):
-    """In a fresh process GX's import is the gate's longest step: it starts in a thread
-    while the inputs are read and the sampled records decoded, and the gate still passes."""
-    write_packed(tmp_path)
-    code = f"""
-import sys, time
-from recforge import quality
-from recforge.quality import gate
-from recforge.spec.quality import QualitySpec
-real = gate.load_inputs
-def load_inputs(*a, **kw):
-    deadline = time.monotonic() + 60
-    while "great_expectations" not in sys.modules and time.monotonic() < deadline:
-        time.sleep(0.01)
-    print("gx importing while reading:", "great_expectations" in sys.modules)
-    return real(*a, **kw)
-gate.load_inputs = load_inputs
-r = quality.run_quality_gate({str(tmp_path)!r}, QualitySpec(class_balance_min_ratio=0.0),
-                             docs_dir={str(tmp_path / "docs")!r}, pack={{"resize": 0, "color": 1}})
-print("ok:", r["ok"], r["checks"]["decode"]["observed"])
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env={**os.environ,
-                                           "PYTHONPATH": str(Path(q.__file__).parents[2])})
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "gx importing while reading: True" in out.stdout
-    assert "ok: True" in out.stdout and "re-read from the .rec failed" in out.stdout
 
 
 def test_gate_catches_a_corrupt_record_in_the_rec(tmp_path, docs):

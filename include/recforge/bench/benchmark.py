@@ -1,10 +1,10 @@
 """The whole benchmark: fetch the split's window here, measure each loader where it runs.
 
 ``run_benchmark`` produces the ``bench.json`` dict. The window of the split is fetched in this
-process (it holds the S3 credentials) while the MXNet environment's child process starts
-(``recforge.bench.environment``: one child for the whole measurement, its 3-4 s import of
-MXNet beside the fetch, ``recforge.bench.measure`` inside it); DALI's loader is measured in
-this process (``recforge.bench.dali``).
+process (it holds the S3 credentials), then handed to the MXNet environment's child process
+(``recforge.bench.environment``: one child for the whole measurement,
+``recforge.bench.measure`` inside it); DALI's loader is measured in this process
+(``recforge.bench.dali``).
 ``loader``: ``mxnet`` (the default), ``dali``, ``both`` — then MXNet's result is the
 document and DALI's sits beside it under ``"dali"``, gated by floors of its own —, ``all``
 (DALI's and the PyTorch loader's beside MXNet's, each that is installed), ``torch``
@@ -44,7 +44,7 @@ def run_benchmark(prefix: str, options: BenchOptions | None = None,
     ``previous``: the latest version's ``bench.json``; when the MXNet loader would be handed
     the same bytes with the same options on the same host, its measurements are returned
     (``reused_from`` names them) instead of measuring again (``recforge.bench.measure``);
-    for a window known unchanged (``identity``), a child that never imports MXNet decides.
+    for a window known unchanged (``identity``), that is decided before any fetch.
     Raises ``LoaderBenchError`` with the values and the fix when a loader cannot run,
     ``MXNetEnvironmentMissing`` when MXNet's environment is not there, and
     ``MXNetProcessFailed`` when it dies. ``quiet``: the caller sets it once it stops
@@ -94,34 +94,26 @@ def _run(prefix: str, opts: BenchOptions, previous: dict | None, loader: str,
                                else loaders.at_once)
 
         known = unchanged_window(prefix, opts, previous, identity) if loader == "mxnet" else None
-        if known is not None:  # decided in a child that never imports MXNet
+        if known is not None:  # decided without the window
             results = environment.call("recforge.bench.measure:reuse", {
                 "prefix": prefix, "options": opts.model_dump(mode="json"),
                 "fetched": {k: v for k, v in known.items() if k != "root"},
                 "sizes": _size_check_of(known, opts), "previous": previous,
-                "started": started.isoformat()}, python=python, import_mxnet=False)
+                "started": started.isoformat()}, python=python)
             if "window_needed" not in results:
                 return results
             log.info("bench: fetching the window after all (%s)", results["window_needed"])
 
-        window: dict = {}  # what the MXNet side was handed: DALI's "both" reads it
-
-        def kwargs() -> dict:  # made (the window fetched) while the MXNet side starts
-            fetched = fetch()
-            window.update(root=fetched.pop("root"), fetched=fetched,
-                          sizes=_size_check_of(fetched, opts))
-            return {"prefix": prefix, "root": str(window["root"]),
-                    "options": opts.model_dump(mode="json"), "fetched": fetched,
-                    "sizes": window["sizes"], "previous": previous,
-                    "started": started.isoformat()}
-
+        fetched = fetch()  # what the MXNet side is handed: DALI's "both" reads it too
+        root, sizes = fetched.pop("root"), _size_check_of(fetched, opts)
         # the MXNet side looks its loader up in the table again (recforge.bench.measure)
-        results = environment.call("recforge.bench.measure:measure", kwargs, python=python,
-                                   quiet=quiet)
+        results = environment.call("recforge.bench.measure:measure", {
+            "prefix": prefix, "root": str(root), "options": opts.model_dump(mode="json"),
+            "fetched": fetched, "sizes": sizes, "previous": previous,
+            "started": started.isoformat()}, python=python, quiet=quiet)
         for name in beside(loader):
             measure = loaders.row(name, opts.loader).entry()
-            results[name] = measure(prefix, window["root"], opts, window["fetched"],
-                                    window["sizes"], datetime.now(UTC))
+            results[name] = measure(prefix, root, opts, fetched, sizes, datetime.now(UTC))
         return results
 
 

@@ -114,53 +114,23 @@ def gpu_used_bytes(mx, gpu_id: int) -> int:
 HOST_FEATURES = ("CUDA", "CUDNN", "OPENMP", "OPENCV", "MKLDNN")  # recorded in bench.json
 
 
-def mxnet_build() -> tuple[str, dict[str, bool]]:
-    """MXNet's version and compile-time features (``HOST_FEATURES``), read without importing
-    the package: its own ``libinfo.py`` finds the library and names the version
-    (``mx.__version__`` is that module's), and the library's ``MXLibInfoFeatures`` lists the
-    features, the call ``mx.runtime.Features`` makes. ``import mxnet`` costs 3-4 s of CPU;
-    deciding whether a previous measurement still stands needs only these (~0.1 s)."""
-    import ctypes
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    found = importlib.util.find_spec("mxnet")
-    if found is None or not found.submodule_search_locations:
-        raise LoaderBenchError(f"{sys.executable} cannot import mxnet")
-    spec = importlib.util.spec_from_file_location(
-        "recforge_mxnet_libinfo", Path(found.submodule_search_locations[0]) / "libinfo.py")
-    libinfo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(libinfo)
-    lib = ctypes.CDLL(libinfo.find_lib_path()[0], ctypes.RTLD_LOCAL)  # as mxnet.base does
-
-    class Feature(ctypes.Structure):  # mxnet.runtime.Feature's layout (include/mxnet/libinfo.h)
-        _fields_ = [("name", ctypes.c_char_p), ("enabled", ctypes.c_bool)]
-
-    features, count = ctypes.POINTER(Feature)(), ctypes.c_size_t()
-    if lib.MXLibInfoFeatures(ctypes.byref(features), ctypes.byref(count)) != 0:
-        raise LoaderBenchError(f"MXNet's library ({libinfo.find_lib_path()[0]}) did not list "
-                               "its features (MXLibInfoFeatures failed)")
-    enabled = {features[i].name.decode(): bool(features[i].enabled) for i in range(count.value)}
-    return libinfo.__version__, {k: enabled[k] for k in HOST_FEATURES}
-
-
 def host_info() -> dict:
     """This host as ``bench.json`` records it (hostname, versions, CPUs, MXNet features, load):
     a reused benchmark must have measured on the same one."""
     import platform
 
     import cv2
+    import mxnet as mx
 
-    version, features = mxnet_build()
+    features = mx.runtime.Features()
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = None
     return {
         "hostname": platform.node(), "python": platform.python_version(),
-        "mxnet": version, "opencv": cv2.__version__, "nprocs": nprocs(),
+        "mxnet": mx.__version__, "opencv": cv2.__version__, "nprocs": nprocs(),
         "cpu_count": os.cpu_count(), "loadavg_at_start": load,
-        "mxnet_features": features,
+        "mxnet_features": {k: features.is_enabled(k) for k in HOST_FEATURES},
         "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
     }

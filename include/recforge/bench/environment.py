@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from recforge import settings
@@ -111,24 +110,16 @@ def mxnet_python() -> str:
         f"interpreter ({sys.executable}) cannot import mxnet, and {looked}; {HOW_TO}")
 
 
-def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = None,
+def call(target: str, kwargs: dict, python: str | None = None,
          pythonpath: list[str] | None = None, timeout: float | None = None,
-         quiet: threading.Event | None = None, import_mxnet: bool = True):
+         quiet: threading.Event | None = None):
     """Run ``target`` (``"module:function"``) with ``kwargs`` in the MXNet environment and
     return its JSON result. One process per call: callers put a whole benchmark in one call.
-
-    ``kwargs`` may be a callable that makes them (the benchmark's window fetch): the child
-    is started first and imports MXNet and the target's module (3-4 s) while this process
-    runs it, then is handed its answer (a file, :func:`wait_for_file`: as long as the
-    callable takes, while this process lives). A callable that raises kills the child and
-    the error is raised as it is.
 
     ``pythonpath``: folders put first on the child's ``sys.path`` (tests use it for their own
     helpers). ``quiet``: set by the caller once nothing else of its own competes for the
     CPU; the target gets ``quiet_file``, a path that exists from then on, and waits for it
-    before its timed work (:func:`wait_for_quiet`). ``import_mxnet``: False for a target
-    that never imports MXNet (the reuse check): the child then starts in ~0.3 s instead of
-    3-4 s and does not compete with the caller for the CPU. Raises the child's ``LoaderBenchError``
+    before its timed work (:func:`wait_for_quiet`). Raises the child's ``LoaderBenchError``
     as such, ``MXNetEnvironmentMissing`` when the interpreter has no MXNet or another
     recforge, ``MXNetProcessFailed`` when it dies.
     """
@@ -137,15 +128,11 @@ def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = No
     python = python or mxnet_python()
     with tempfile.TemporaryDirectory(prefix="recforge-mxnet-") as tmp:
         request, response = Path(tmp) / "request.json", Path(tmp) / "response.json"
-        quiet_file, kwargs_file = Path(tmp) / "quiet", Path(tmp) / "kwargs.json"
-
-        def with_quiet(given: dict) -> dict:
-            return {**given, "quiet_file": str(quiet_file)} if quiet is not None else given
-
+        quiet_file = Path(tmp) / "quiet"
+        if quiet is not None:
+            kwargs = {**kwargs, "quiet_file": str(quiet_file)}
         request.write_text(json.dumps({
-            "target": target, "recforge_version": __version__, "import_mxnet": import_mxnet,
-            **({"kwargs_file": str(kwargs_file), "caller_pid": os.getpid()}
-               if callable(kwargs) else {"kwargs": with_quiet(kwargs)})}))
+            "target": target, "recforge_version": __version__, "kwargs": kwargs}))
         env = dict(os.environ)
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join([*pythonpath, env.get("PYTHONPATH", "")])
@@ -160,8 +147,7 @@ def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = No
             except OSError as exc:
                 raise MXNetEnvironmentMissing(f"cannot start {python}: {exc}; {HOW_TO}") \
                     from exc
-            made = (lambda: with_quiet(kwargs())) if callable(kwargs) else None
-            _drive(proc, made, kwargs_file, quiet, quiet_file, timeout, target)
+            _drive(proc, quiet, quiet_file, timeout, target)
             stderr_file.seek(0)
             stderr = stderr_file.read().decode("utf-8", "replace")
         for line in stderr.splitlines()[-50:]:
@@ -170,18 +156,12 @@ def call(target: str, kwargs: dict | Callable[[], dict], python: str | None = No
     return _result(reply, proc.returncode, stderr, python, target)
 
 
-def _drive(proc: subprocess.Popen, made: Callable[[], dict] | None, kwargs_file: Path,
-           quiet: threading.Event | None, quiet_file: Path, timeout: float | None,
-           target: str) -> None:
-    """``call``'s side while the child runs: hand it the arguments ``made`` (if they are
-    made now), touch ``quiet_file`` once ``quiet`` is set, wait for the child's end; a
-    child past ``timeout`` or an error here (``made`` raising) kills it."""
+def _drive(proc: subprocess.Popen, quiet: threading.Event | None, quiet_file: Path,
+           timeout: float | None, target: str) -> None:
+    """``call``'s side while the child runs: touch ``quiet_file`` once ``quiet`` is set,
+    wait for the child's end; a child past ``timeout`` or an error here kills it."""
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        if made is not None:  # made while the child starts; whole or not at all
-            partial = kwargs_file.with_suffix(".partial")
-            partial.write_text(json.dumps(made()))
-            os.replace(partial, kwargs_file)
         if quiet is not None:
             while proc.poll() is None and not quiet.wait(QUIET_POLL_S):
                 if deadline is not None and time.monotonic() > deadline:
@@ -232,24 +212,10 @@ def wait_for_quiet(quiet_file: str | None, limit_s: float = QUIET_WAIT_S) -> flo
     caller's; the timed work after it, alone. At most ``limit_s``: then it goes on."""
     if quiet_file is None:
         return 0.0
-    waited = wait_for_file(quiet_file, limit_s)
+    started = time.monotonic()
+    while not os.path.exists(quiet_file) and time.monotonic() - started < limit_s:
+        time.sleep(QUIET_POLL_S / 2)
+    waited = time.monotonic() - started
     log.info("bench: waited %.1f s for the caller's quiet", waited)
     return waited
-
-
-def wait_for_file(path: str | Path, limit_s: float | None = QUIET_WAIT_S,
-                  parent: int | None = None) -> float:
-    """Block until ``path`` exists, at most ``limit_s`` (None: no limit), or until the
-    process ``parent`` is no longer this one's parent (it died: nobody will write the
-    file); returns the seconds waited. Either way a caller that died never leaves a child
-    waiting for good."""
-    started = time.monotonic()
-    path = Path(path)
-    while not path.exists():
-        if limit_s is not None and time.monotonic() - started >= limit_s:
-            break
-        if parent is not None and os.getppid() != parent:
-            break
-        time.sleep(QUIET_POLL_S / 2)
-    return time.monotonic() - started
 

@@ -5,8 +5,8 @@
 previous measurements when nothing the loader reads has changed, else hand the window to
 the MXNet loader of ``bench.options.loader`` (its row in ``recforge.bench.loaders``:
 ``recforge.bench.image_record_iter`` for classification and detection,
-``recforge.bench.segmentation`` for segmentation). ``reuse`` decides the reuse alone, in a
-child that never imports MXNet. Their arguments and results are JSON, as they cross a
+``recforge.bench.segmentation`` for segmentation). ``reuse`` decides the reuse alone, for a
+window known unchanged and not fetched. Their arguments and results are JSON, as they cross a
 process.
 """
 
@@ -50,8 +50,7 @@ def reuse(prefix: str, options: dict, fetched: dict, sizes: dict | None, previou
     """The previous measurements for a window known unchanged without fetching it
     (``recforge.bench.benchmark.unchanged_window``), or ``{"window_needed": why}`` when they
     cannot stand for it (another host, other options): then the caller fetches the window
-    and calls :func:`measure`. Never imports MXNet (``host_info`` reads its library), so
-    this process starts and answers in well under a second."""
+    and calls :func:`measure`."""
     opts = BenchOptions.model_validate(options)
     why_not = reusable(previous, opts, fetched["sample"], sizes)
     if why_not is not None:

@@ -15,7 +15,6 @@ for MXNet's ``tools/im2rec.py``), ``dev.py`` (``demo``, ``dev-s3``, ``sample-dat
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import logging
 import sys
@@ -114,15 +113,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recforge {args.command}: error: {storage.explain(exc) or exc}", file=sys.stderr)
         return 2
 
-
-def run() -> int:
-    """The process entry point (the ``recforge`` script, ``python -m recforge.cli``):
-    :func:`main`, then ``gc.freeze()`` on the way out. Interpreter exit runs the cycle
-    collector over every object alive; after ``recforge build`` that is great_expectations'
-    and MXNet's whole module graph, ~0.6 s of a 2-core machine for nothing, since the process
-    ends right after. Frozen objects are still freed by reference counting (their ``__del__``
-    runs as before); only cycles are left to the process exit, which CPython never promises
-    to finalise anyway. Not in :func:`main`: tests call that in their own process."""
-    code = main()
-    gc.freeze()
-    return code

@@ -2,6 +2,6 @@
 
 import sys
 
-from recforge.cli import run
+from recforge.cli import main
 
-sys.exit(run())
+sys.exit(main())

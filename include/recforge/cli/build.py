@@ -138,8 +138,7 @@ def register(sub) -> None:
     p.add_argument("--publish", help="override publish.uri")
     p.add_argument("--run-id", help="staging run id (default: a timestamp)")
     p.add_argument("--workers", type=int,
-                   help="pack processes (default: one per core, at most one per shard); "
-                   "later stages' imports start early only when a core is left over")
+                   help="pack processes (default: one per core, at most one per shard)")
     p.add_argument("--dry-run", action="store_true", help="build and validate, do not publish")
     p.add_argument("--progress", choices=("auto", "bars", "lines"), default="auto",
                    help="progress bars (default on a terminal) or a log line every ~10 s")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +25,6 @@ from recforge.quality.inputs import GateInputs, load_inputs, verify_records
 from recforge.quality.report import upload_data_docs
 from recforge.quality.suites import loader_frames, plan_expectations, plan_loader_expectations
 from recforge.spec.quality import CHECKS, LOADER_CHECKS, QualitySpec
-from recforge.warmup import warm_imports
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +139,10 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
             raise
 
     try:
-        warming = _import_gx_meanwhile(prefix)
-        try:
-            inputs = load_inputs(prefix, source_manifest)
-            rec = inputs.records  # one compact frame (recforge.quality.inputs.read_records)
-            if quality.decode_sample != 0 and not rec.empty and inputs.rec_uris:
-                verify_records(rec, inputs.rec_uris, quality.decode_sample)
-        finally:
-            if warming is not None:
-                warming.join()
+        inputs = load_inputs(prefix, source_manifest)
+        rec = inputs.records  # one compact frame (recforge.quality.inputs.read_records)
+        if quality.decode_sample != 0 and not rec.empty and inputs.rec_uris:
+            verify_records(rec, inputs.rec_uris, quality.decode_sample)
         result = run_checks(inputs, quality, docs_dir=docs_dir, pack=pack, task=task,
                             loader_results=handover, dataset=dataset,
                             run_name=run_name, report_href=report_href)
@@ -161,22 +154,6 @@ def run_quality_gate(prefix: str, quality: QualitySpec | dict | None = None, *,
                         f"{exc}") from exc
     result["prefix"] = prefix
     return result
-
-
-def _import_gx_meanwhile(prefix: str) -> threading.Thread | None:
-    """Start importing Great Expectations (~5 s of CPU in a fresh process, the longest step
-    of a small gate) in a thread, while this one reads the inputs and decodes the sampled
-    records — S3 reads and OpenCV, which leave the interpreter free. What both would import
-    is imported here first (pandas, OpenCV, the S3 client's modules): two threads importing
-    one package with import cycles can see it half-initialised. The caller joins the
-    thread before its own first GX import."""
-    import cv2  # noqa: F401
-    import numpy  # noqa: F401
-    import pandas  # noqa: F401
-
-    if storage.is_s3(prefix):
-        storage.connect()
-    return warm_imports(["great_expectations", "great_expectations.expectations"])
 
 
 def enforce(result: dict) -> dict:

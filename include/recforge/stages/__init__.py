@@ -27,15 +27,13 @@ from recforge.kinds import NAMES as TASK_KINDS
 @dataclass(frozen=True)
 class Stage:
     """One pipeline stage: its task id, whether it runs once per shard, the spec task kinds
-    it exists for, the slow imports its first call pays (seconds each in a fresh process;
-    ``recforge.pipeline`` loads them early, in the background), and the consecutive stages
-    it runs ``beside`` in the DAG, the first of them before it in the list: it follows the
-    first one's upstream stage, and the stage after the last one waits for it too."""
+    it exists for, and the consecutive stages it runs ``beside`` in the DAG, the first of
+    them before it in the list: it follows the first one's upstream stage, and the stage
+    after the last one waits for it too."""
 
     task_id: str
     per_shard: bool = False
     kinds: tuple[str, ...] = TASK_KINDS
-    imports: tuple[str, ...] = ()
     beside: tuple[str, ...] = ()
 
     def runs_for(self, kind: str) -> bool:
@@ -51,8 +49,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("pack", per_shard=True),
     Stage("merge"),
     Stage("validate"),
-    Stage("benchmark", imports=("mxnet",), beside=("validate", "quality_gate")),
-    Stage("quality_gate", imports=("pandas", "great_expectations")),
+    Stage("benchmark", beside=("validate", "quality_gate")),
+    Stage("quality_gate"),
     Stage("publish"),
 )
 BY_TASK_ID = {s.task_id: s for s in STAGES}
