@@ -9,9 +9,13 @@ from its processes (``cpu.pids_cpu``) and shown apart. Objects of 2 KB, 20 KB an
 as S3's additional checksum), ``--gets`` GETs per size through a pool of 8 threads, as
 ``storage.bulk.prefetch`` issues a stage's per-image GETs. Clients:
 
-* ``recforge``: ``storage.get_bytes`` (the one retry rule, request counting, the client of
-  ``storage.client``: its botocore config, hooks and, by botocore's default, the response's
-  SHA-256 validated);
+* ``recforge``: ``storage.get_bytes`` (the one retry rule, request counting, and the GET of
+  ``storage.http_get``: SigV4 signed by recforge on a urllib3 pool, the response's SHA-256
+  validated);
+* ``recforge botocore``: the same rule around botocore's ``get_object`` on the client of
+  ``storage.client`` (its config, hooks and, by botocore's default, the response's SHA-256
+  validated): the path before ``storage.http_get`` and what ``RECFORGE_S3_GET=botocore``
+  chooses, the denominator of every ratio;
 * ``recforge prefetch``: ``storage.bulk.prefetch`` itself (its ordered window, 8 threads);
 * ``boto3``: a plain ``boto3.client("s3").get_object`` (default config, 64 connections);
 * ``boto3 no-checksum``: the same with ``response_checksum_validation="when_required"``;
@@ -63,6 +67,7 @@ REPO = Path(__file__).resolve().parents[1]
 SIZES = {"2KB": 2 << 10, "20KB": 20 << 10, "120KB": 120 << 10}
 BUCKET = "clients"
 THREADS = 8  # storage.bulk.prefetch's default
+BASELINE = "recforge botocore"  # the ratios' denominator
 
 
 def populate(objects: int) -> dict[str, list[str]]:
@@ -84,6 +89,15 @@ def recforge_client() -> Callable[[str], bytes]:
     from recforge import storage
 
     return lambda key: storage.get_bytes(f"s3://{BUCKET}/{key}")
+
+
+def recforge_botocore_client() -> Callable[[str], bytes]:
+    """``storage.get_bytes`` as it was before ``storage.http_get``: botocore's
+    ``get_object`` under the one retry rule, with recforge's client, config and hooks."""
+    from recforge.storage import client, retry
+
+    return lambda key: retry.retrying(lambda: client.s3_client().get_object(
+        Bucket=BUCKET, Key=key)["Body"].read(), key, "get_object")
 
 
 def boto3_client(checksums: bool = True, recforge_config: bool = False
@@ -166,6 +180,7 @@ def prefetch_runner(keys: list[str]) -> None:
 
 CLIENTS: dict[str, Callable[[], Callable[[str], object]]] = {
     "recforge": recforge_client,
+    "recforge botocore": recforge_botocore_client,
     "boto3": boto3_client,
     "boto3 no-checksum": lambda: boto3_client(checksums=False),
     "boto3 recforge-config": lambda: boto3_client(recforge_config=True),
@@ -232,18 +247,19 @@ def bench_server(server: S3Server, args) -> dict:
                      "server_cpu_ms_per_get": None if med["server_cpu_s"] is None
                      else round(1000 * med["server_cpu_s"] / args.gets, 4)})
     for row in rows:
-        base = next(r for r in rows if r["size"] == row["size"] and r["client"] == "recforge")
-        row["cpu_x_recforge"] = round(row["cpu_ms_per_get"] / base["cpu_ms_per_get"], 3)
+        base = next(r for r in rows if r["size"] == row["size"]
+                    and r["client"] == BASELINE)
+        row["cpu_x_botocore_path"] = round(row["cpu_ms_per_get"] / base["cpu_ms_per_get"], 3)
     return {"rows": rows, "skipped": skipped}
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| server | size | client | client CPU ms/GET | x recforge | GETs/s | "
+    lines = ["| server | size | client | client CPU ms/GET | x recforge botocore | GETs/s | "
              "server CPU ms/GET |", "|---|---|---|---:|---:|---:|---:|"]
     for r in rows:
         server = r["server_cpu_ms_per_get"]
         lines.append(f"| {r['server']} | {r['size']} | {r['client']} | "
-                     f"{r['cpu_ms_per_get']:.3f} | {r['cpu_x_recforge']:.2f} | "
+                     f"{r['cpu_ms_per_get']:.3f} | {r['cpu_x_botocore_path']:.2f} | "
                      f"{r['gets_per_s']:.0f} | {'' if server is None else f'{server:.3f}'} |")
     return "\n".join(lines)
 
@@ -309,7 +325,7 @@ def contract(args) -> dict:
                         if name not in args.clients:
                             continue
                         # storage.get_bytes runs under the rule already; the others get it
-                        wrapped = name != "recforge"
+                        wrapped = not name.startswith("recforge")
                         try:
                             get = make()
                         except ImportError:
@@ -337,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--servers", default="moto,rgw")
     ap.add_argument("--clients", type=lambda v: v.split(","),
-                    default=["recforge", "recforge prefetch", "boto3", "boto3 no-checksum",
+                    default=["recforge", "recforge botocore", "recforge prefetch", "boto3",
+                             "boto3 no-checksum",
                              "obstore", "awscrt", "awscrt full-object"])
     ap.add_argument("--json-out", help="write the JSON document here too")
     ap.add_argument("--contract", action="store_true",

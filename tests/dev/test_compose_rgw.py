@@ -74,7 +74,7 @@ def test_the_compose_store_serves_recforge_and_keeps_its_data(tmp_path, monkeypa
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "first-secret")
         monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
         monkeypatch.setattr(guarantees, "_proved", set())
-        storage.connect()
+        storage.s3_client()
         guarantees.prove_conditional_writes("s3://recforge-demo/datasets")
         s3.put_object(Bucket="recforge-demo", Key="kept.txt", Body=b"kept")
     finally:

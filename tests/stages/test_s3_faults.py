@@ -123,12 +123,18 @@ def test_the_gate_tells_a_record_it_cannot_read_from_a_wrong_one(bucket, through
 
 
 def test_every_s3_request_of_a_build_goes_through_the_one_retry_rule(baseline, through):
-    """Each request a client sends is seen by a botocore hook that asks whether it runs
-    under ``storage.retry``: a whole build (pack, compose, copies, publish, cleanup), through
-    the fault proxy, makes none outside it."""
-    from recforge.storage import client, retry
+    """Each request a client sends is seen by a botocore hook, and each GET recforge signs
+    itself by a wrapper around ``http_get``'s send, that ask whether it runs under
+    ``storage.retry``: a whole build (pack, compose, copies, publish, cleanup), through the
+    fault proxy, makes none outside it."""
+    from recforge.storage import client, http_get, retry
 
     seen: list[tuple[str, bool]] = []
+    send = http_get._send
+
+    def watched_send(*args, **kwargs):
+        seen.append(("GetObject (http_get)", retry.inside()))
+        return send(*args, **kwargs)
 
     def instrumented():
         made = client.default_client()
@@ -140,6 +146,7 @@ def test_every_s3_request_of_a_build_goes_through_the_one_retry_rule(baseline, t
     bucket, expected = baseline
     spec = make_spec(bucket).with_overrides({"publish.uri": f"s3://{bucket}/ruled"})
     storage.configure_s3(instrumented)
+    http_get._send = watched_send
     try:
         with through(rate=0.05, modes=MODES, seed=7):
             out = pipeline.build(spec, run_id="ruled", workers=1)
@@ -150,10 +157,11 @@ def test_every_s3_request_of_a_build_goes_through_the_one_retry_rule(baseline, t
             storage.delete_many(elsewhere)  # a build composing in place deletes no batch
     finally:
         storage.configure_s3(None)
+        http_get._send = send
     outside = sorted({op for op, ruled in seen if not ruled})
     assert outside == [], f"requests outside the retry rule: {outside}"
     made = {op for op, _ in seen}
-    assert {"GetObject", "PutObject", "HeadObject", "ListObjectsV2", "CopyObject",
+    assert {"GetObject (http_get)", "PutObject", "HeadObject", "ListObjectsV2", "CopyObject",
             "DeleteObject", "DeleteObjects"} <= made, sorted(made)
     assert published_data(out["publish"]["uri"]) == expected
 

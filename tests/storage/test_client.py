@@ -68,3 +68,20 @@ def test_a_forked_child_makes_its_own(counted):
     os.waitpid(pid, 0)
     assert os.read(read, 16) == b"own"
     assert client.s3_client() is parent
+
+
+def test_max_attempts_counts_every_request_the_first_included(bucket, s3_endpoint,
+                                                              monkeypatch):
+    """``RECFORGE_S3_MAX_ATTEMPTS`` requests per botocore call, not one more: a PUT
+    answered 500 every time is sent that many times inside each of the rule's attempts."""
+    from tests.common.faultproxy import running_proxy
+
+    monkeypatch.setenv("RECFORGE_S3_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("RECFORGE_S3_RETRY_MODE", "standard")
+    monkeypatch.setenv("RECFORGE_S3_BACKOFF_S", "0.001")
+    with running_proxy(s3_endpoint, rate=1.0, modes=("internal",)) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        with pytest.raises(Exception) as failed:
+            storage.put_bytes(f"s3://{bucket}/any.jpg", b"bytes")
+        assert storage.is_transient(failed.value)
+        assert proxy.stats["internal"] == 2 * storage.retry.READ_ATTEMPTS

@@ -11,7 +11,9 @@ This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``u
 a URI names), ``write_options.py`` (what a locked-down bucket asks of every request),
 ``client.py`` (clients and byte accounting), ``errors.py`` (what an error means),
 ``checksums.py`` (S3's SHA-256 per object), ``retry.py`` (the one retry rule every request
-goes through, so where requests are counted), ``recording.py`` (what a stage wrote),
+goes through, so where requests are counted), ``http_get.py`` (the GET of an object or a
+range, signed by recforge on a plain HTTP pool: a fraction of botocore's CPU a request),
+``recording.py`` (what a stage wrote),
 ``multipart.py`` (one multipart upload), ``listing.py`` (an S3 prefix's pages, its folders
 side by side), ``objects.py`` (single objects and listings), ``documents.py`` (JSON, JSON
 lines), ``bulk.py`` (prefetch, the coalesced ranged read, the download in parts),
@@ -29,10 +31,10 @@ from recforge.storage.bulk import (
     slice_read,
 )
 from recforge.storage.checksums import problem as checksum_problem
+from recforge.storage.checksums import sha256_hex
 from recforge.storage.client import (
     client_config,
     configure_s3,
-    connect,
     parse_timestamp,
     s3_client,
     transferred,
@@ -112,7 +114,6 @@ __all__ = [
     "coalesce",
     "compose",
     "configure_s3",
-    "connect",
     "copy",
     "copy_exact",
     "delete",
@@ -154,6 +155,7 @@ __all__ = [
     "record_writes",
     "request_counts",
     "s3_client",
+    "sha256_hex",
     "sha256_range",
     "size_of",
     "slice_read",

@@ -28,6 +28,26 @@ def of_bytes(data: bytes) -> str:
     return base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")
 
 
+class Checked(bytes):
+    """An object's bytes as a GET gave them, whose SHA-256 (hex, ``sha256``) was computed
+    to compare with the store's checksum: :func:`sha256_hex` hands it on instead of
+    hashing the bytes again."""
+
+    sha256: str
+
+
+def checked(data: bytes, sha256_hex: str) -> Checked:
+    made = Checked(data)
+    made.sha256 = sha256_hex
+    return made
+
+
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 (hex) of ``data``: the one computed already where a GET checked it."""
+    known = getattr(data, "sha256", None)
+    return known if isinstance(known, str) else hashlib.sha256(data).hexdigest()
+
+
 def to_send(sha256_hex: str | None = None) -> dict:
     """The request parameters that send a SHA-256 (and, with a value, have it checked)."""
     return {"ChecksumAlgorithm": ALGORITHM,

@@ -16,7 +16,8 @@ from recforge.storage import write_options
 RETRY_MODE = "adaptive"  # botocore's: standard retries plus client-side rate limiting
 
 
-MAX_ATTEMPTS = 8  # per call, botocore's own retries (5xx, throttling, connection errors)
+MAX_ATTEMPTS = 8  # per call, botocore's own attempts, the first included (5xx, throttling,
+# connection errors)
 
 
 BACKOFF_S = 0.2  # first pause of recforge's retries around what botocore does not retry
@@ -43,7 +44,8 @@ def client_config():
     from botocore.config import Config
 
     mode, attempts, _ = retry_settings()
-    return Config(retries={"max_attempts": attempts, "mode": mode},
+    # total_max_attempts counts the first request; botocore's max_attempts counts retries
+    return Config(retries={"total_max_attempts": attempts, "mode": mode},
                   s3={"addressing_style": "path"}, max_pool_connections=POOL_CONNECTIONS)
 
 
@@ -96,12 +98,6 @@ def s3_client():
         return made
 
 
-def connect() -> None:
-    """Make the process's S3 client now, so that botocore's modules are imported here and
-    not later, beside another thread's imports (``quality.gate`` imports GX in a thread)."""
-    s3_client()
-
-
 @dataclass
 class Transfer:
     """Body bytes this process moved through S3 clients: ``down`` (GetObject responses),
@@ -128,6 +124,14 @@ def transferred() -> Transfer:
     """A snapshot of the bytes moved so far; ``transferred().minus(before)`` is one task's."""
     with _TRANSFER_LOCK:
         return Transfer(_TRANSFER.down, _TRANSFER.up, dict(_TRANSFER.down_by_suffix))
+
+
+def count_down(key: str, n: int) -> None:
+    """Count ``n`` body bytes of a GET of ``key`` that went around botocore (``http_get``)."""
+    suffix = Path(key).suffix
+    with _TRANSFER_LOCK:
+        _TRANSFER.down += n
+        _TRANSFER.down_by_suffix[suffix] = _TRANSFER.down_by_suffix.get(suffix, 0) + n
 
 
 def _count_transfers(client) -> None:

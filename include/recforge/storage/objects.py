@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from recforge.storage import checksums, client, listing, multipart, recording, retry
+from recforge.storage import checksums, client, http_get, listing, multipart, recording, retry
 from recforge.storage.errors import (
     TRANSIENT_CODES,
     DeleteRefused,
@@ -93,8 +93,8 @@ def list_dirs(prefix_uri: str) -> list[str]:
 def get_bytes(uri: str) -> bytes:
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        return retry.retrying(lambda: client.s3_client().get_object(
-            Bucket=bucket, Key=key)["Body"].read(), uri, "get_object")
+        return retry.retrying(lambda: http_get.get(bucket, key), uri, "get_object",
+                              http_get.attempts())
     return local_path(uri).read_bytes()
 
 
@@ -238,10 +238,9 @@ def get_range(uri: str, start: int, length: int, if_match: str | None = None) ->
         return b""
     if is_s3(uri):
         bucket, key = split_s3(uri)
-        cond = {"IfMatch": if_match} if if_match else {}
-        return retry.retrying(lambda: client.s3_client().get_object(
-            Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}",
-            **cond)["Body"].read(), uri, "get_object")
+        return retry.retrying(lambda: http_get.get(
+            bucket, key, f"bytes={start}-{start + length - 1}", if_match), uri, "get_object",
+            http_get.attempts())
     with open(local_path(uri), "rb") as f:
         f.seek(start)
         return f.read(length)

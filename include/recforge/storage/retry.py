@@ -40,19 +40,20 @@ def counts() -> dict[str, int]:
         return dict(_counts)
 
 
-def retrying(request, what: str, operation: str):
-    """``request()``, again with jittered exponential back-off while it fails transiently;
-    ``what`` (a URI) names it in the error, ``operation`` (the client method it calls, as
-    ``get_object``) is what each attempt counts as."""
+def retrying(request, what: str, operation: str, attempts: int = READ_ATTEMPTS):
+    """``request()``, again with jittered exponential back-off (at most 5 s a pause) while
+    it fails transiently, ``attempts`` times in all; ``what`` (a URI) names it in the error,
+    ``operation`` (the client method it calls, as ``get_object``) is what each attempt
+    counts as."""
     backoff = client.retry_settings()[2]
-    for attempt in range(READ_ATTEMPTS):
+    for attempt in range(attempts):
         with _counts_lock:
             _counts[operation] += 1
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
             return request()
         except Exception as exc:
-            if (attempt == READ_ATTEMPTS - 1 or not is_transient(exc)
+            if (attempt == attempts - 1 or not is_transient(exc)
                     or type(exc).__name__ in UNREACHABLE_TYPES):
                 raise
         finally:
