@@ -145,7 +145,10 @@ def _make_target(s3) -> Target | None:
     import botocore
     import urllib3
 
-    config = s3.meta.config
+    meta = getattr(s3, "meta", None)
+    if meta is None or not hasattr(s3, "_request_signer"):  # not a botocore client
+        return None
+    config = meta.config
     signature = getattr(config, "signature_version", None)
     if signature is botocore.UNSIGNED:
         credentials = None

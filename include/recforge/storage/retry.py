@@ -40,12 +40,13 @@ def counts() -> dict[str, int]:
         return dict(_counts)
 
 
-def retrying(request, what: str, operation: str, attempts: int = READ_ATTEMPTS):
+def retrying(request, what: str, operation: str, attempts: int | None = None):
     """``request()``, again with jittered exponential back-off (at most 5 s a pause) while
-    it fails transiently, ``attempts`` times in all; ``what`` (a URI) names it in the error,
-    ``operation`` (the client method it calls, as ``get_object``) is what each attempt
-    counts as."""
+    it fails transiently, ``attempts`` (default ``READ_ATTEMPTS``) times in all; ``what`` (a
+    URI) names it in the error, ``operation`` (the client method it calls, as
+    ``get_object``) is what each attempt counts as."""
     backoff = client.retry_settings()[2]
+    attempts = attempts or READ_ATTEMPTS
     for attempt in range(attempts):
         with _counts_lock:
             _counts[operation] += 1
