@@ -32,3 +32,58 @@ def test_the_shard_digest_is_the_files_and_verified_chunks_keep_their_digest(tmp
     assert [c["sha256"] for c in index] == ["given", hashlib.sha256(b"p" * 150).hexdigest()]
     assert [(c["start"], c["length"]) for c in index] == [(0, 200), (200, 150)]
     assert got["packed"] == 2 and got["quarantined"] == 0
+
+
+def test_a_shard_packed_whole_is_adopted_byte_for_byte_as_assemble_writes_it(tmp_path):
+    """A shard with no chunk from the cache is packed in one pass in chunk order: ``adopt``
+    keeps pack's files instead of writing the shard again, and every file, the chunk index
+    and the result are what ``assemble`` writes from the same pack (a chunk whose only image
+    is refused, so an empty chunk and a quarantine entry, included)."""
+    import cv2
+    import numpy as np
+
+    from recforge.imaging import PackOptions
+    from recforge.stages.pack import pack_items
+
+    src = tmp_path / "src"
+    src.mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(8):
+        img = rng.integers(0, 255, (40 + 3 * i, 50, 3), np.uint8)
+        (src / f"{i}.jpg").write_bytes(cv2.imencode(".jpg", img)[1].tobytes())
+    (src / "5.jpg").write_bytes(b"not an image")  # chunk 2 holds only this refused image
+    rows = [{"source_key": f"{i}.jpg", "record_key": 10 + i, "label": i % 2, "split": "train",
+             "name": f"{i}.jpg", "class_name": "c", "etag": "x", "chunk": c}
+            for i, c in enumerate((0, 0, 1, 1, 1, 2, 3, 3))]
+    groups = cache.chunks(rows)
+    hashes = [f"h{i}" for i in range(len(groups))]
+    results, files = [], []
+    for way in ("assemble", "adopt"):
+        out = tmp_path / way
+        packed = out / "packed"
+        packed.mkdir(parents=True)
+        got = pack_items(rows, str(src), PackOptions(resize=32), packed, keep=True)
+        parts = cache.split_packed(packed, groups, got)
+        assert cache.tiled(parts, packed / names.rec(names.SHARD_PART))
+        results.append(cache.assemble(parts, hashes, out) if way == "assemble"
+                       else cache.adopt(parts, hashes, packed, out))
+        files.append({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()})
+    assert results[0] == results[1]
+    assert files[0] == files[1]
+    assert set(files[0]) == {*names.shard_files(), cache.CHUNK_INDEX}
+    assert results[0]["packed"] == 7 and results[0]["quarantined"] == 1
+    index = json.loads(files[1][cache.CHUNK_INDEX])
+    assert [len(c["records"]) for c in index] == [2, 3, 0, 2]
+    assert index[2]["quarantine"] and index[2]["length"] == 0
+
+
+def test_a_pack_that_does_not_tile_its_file_is_not_adopted(tmp_path):
+    packed = tmp_path / "part.rec"
+    packed.write_bytes(b"p" * 300)
+    whole = [(cache.Span(packed, 0, 100), [], ""), (cache.Span(packed, 100, 200), [], "")]
+    assert cache.tiled(whole, packed)
+    assert not cache.tiled(whole[1:], packed)  # starts past the first byte
+    assert not cache.tiled(whole[:1], packed)  # ends before the last
+    assert not cache.tiled([whole[0], (b"f" * 200, [], "")], packed)  # a fetched chunk
+    assert not cache.tiled([(cache.Span(packed, 0, 100), [], ""),
+                            (cache.Span(packed, 150, 150), [], "")], packed)

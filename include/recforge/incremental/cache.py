@@ -19,7 +19,9 @@ per chunk), and packs only the chunks it found nowhere. Anything that does not v
 ``part.rec`` is assembled and checked locally as always, but its upload copies the runs of
 fetched chunks that lie back to back in one previous ``part.rec`` on the store
 (``UploadPartCopy``, pinned to the ETag that entry recorded) where a run can be a part of
-5 MiB or more, and sends the rest (``reusable``, ``storage.Reusable``).
+5 MiB or more, and sends the rest (``reusable``, ``storage.Reusable``). A shard none of
+whose chunks came from the cache (a fresh build) keeps the files its one pack wrote
+(``adopt``: byte for byte what assembling them would write, read once to hash the chunks).
 
 ``prune`` keeps the entries the last N published versions were built from (each version
 carries ``cache_keys.json``); published versions are copies, so pruning never breaks one.
@@ -123,15 +125,22 @@ def pieces(data: bytes | Span, size: int = 1 << 20) -> Iterator[bytes]:
             yield piece
 
 
-def split_packed(workdir: Path, groups: list[list[dict]]) -> list[tuple[Span, list[dict], str]]:
+def split_packed(workdir: Path, groups: list[list[dict]], packed: dict | None = None
+                 ) -> list[tuple[Span, list[dict], str]]:
     """A pack of several chunks' rows in one go → each chunk's (its span of ``part.rec``,
     records with chunk-relative offsets, quarantine text), by the records' keys and the
-    entries' keys."""
+    entries' keys. ``packed``: what the pack returned; its ``records`` and ``refused``
+    (the rows and entries it wrote, still in memory) are used rather than read back."""
     path = workdir / names.rec(names.SHARD_PART)
     size = path.stat().st_size
-    records = {r["key"]: r for r in storage.read_jsonl(str(workdir / names.RECORDS))}
+    packed = packed or {}
+    rows = packed.get("records")
+    entries = packed.get("refused")
+    records = {r["key"]: r for r in (rows if rows is not None else
+                                     storage.read_jsonl(str(workdir / names.RECORDS)))}
     refused: dict[str, list] = {}  # an image's entry, and those of its annotation's parts
-    for e in quarantine.loads((workdir / names.QUARANTINE).read_bytes()):
+    for e in (entries if entries is not None else
+              quarantine.loads((workdir / names.QUARANTINE).read_bytes())):
         refused.setdefault(e.source_key, []).append(e)
     ends = sorted(r["offset"] for r in records.values()) + [size]
     end_of = {o: ends[i + 1] for i, o in enumerate(ends[:-1])}
@@ -183,6 +192,53 @@ def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str
     (out / CHUNK_INDEX).write_text(json.dumps(index), encoding="utf-8")
     return {"packed": len(manifest), "quarantined": len(quarantine.loads(text.encode())),
             "rec": rec.digest()}
+
+
+def tiled(parts: list[tuple[bytes | Span, list[dict], str]], path: Path) -> bool:
+    """Whether the chunks are spans of ``path`` that follow one another from its first byte
+    to its last: one pack of the whole shard in chunk order, whose files are then already
+    what :func:`assemble` would write."""
+    base = 0
+    for data, _, _ in parts:
+        if not isinstance(data, Span) or data.path != path:
+            return False
+        if data.length and data.start != base:
+            return False
+        base += data.length
+    return bool(parts) and base == path.stat().st_size
+
+
+# pack's files in a packed folder that are, for a tiled pack, the shard's own
+ADOPTED = (names.rec(names.SHARD_PART), names.idx(names.SHARD_PART),
+           names.lst(names.SHARD_PART), names.RECORDS)
+
+
+def adopt(parts: list[tuple[Span, list[dict], str]], hashes: list[str], packed: Path,
+          out: Path) -> dict:
+    """:func:`assemble`'s outputs for a :func:`tiled` pack, byte for byte, without writing
+    the shard again: pack's ``part.rec``/``.idx``/``.lst`` and ``records.jsonl`` hold every
+    record in chunk order at the offsets assemble would give them, so they are moved into
+    ``out``; the quarantine is written in assemble's order, and ``part.rec`` is read once to
+    hash each chunk and the whole file (the chunk index, the result's ``rec``)."""
+    whole, index, refused, base = hashlib.sha256(), [], [], 0
+    for (span, records, quarantined), h in zip(parts, hashes, strict=True):
+        digest = hashlib.sha256()
+        for piece in pieces(span):
+            whole.update(piece)
+            digest.update(piece)
+        refused.append(quarantined)
+        index.append({"hash": h, "start": base, "length": span.length,
+                      "sha256": digest.hexdigest(), "records": records,
+                      "quarantine": quarantined})
+        base += span.length
+    for name in ADOPTED:
+        (packed / name).replace(out / name)
+    text = "".join(refused)
+    (out / names.QUARANTINE).write_text(text, encoding="utf-8")
+    (out / CHUNK_INDEX).write_text(json.dumps(index), encoding="utf-8")
+    return {"packed": sum(len(r) for _, r, _ in parts),
+            "quarantined": len(quarantine.loads(text.encode())),
+            "rec": {"size": base, "sha256": whole.hexdigest()}}
 
 
 class Source(NamedTuple):
@@ -250,13 +306,16 @@ def _fetch_chunks(wanted: dict[int, Source], threads: int
 
 
 def pack_shard(run: Run, rows: list[dict], work: Path,
-               pack_chunk: Callable[[list[dict], Path], dict], fetch_threads: int = 8) -> dict:
+               pack_chunk: Callable[[list[dict], Path], dict], fetch_threads: int = 8,
+               opts_hash: str | None = None) -> dict:
     """Build a shard in ``work`` from its chunks: those the previous shards (the rows'
     ``cache`` hints; a whole cached shard that did not verify is its own source) hold are
     fetched and verified, the others packed in one pass with
-    ``pack_chunk(rows, dir)``. Returns counts, how many chunks were packed and ``rec``
-    (``part.rec``'s size and SHA-256, as :func:`assemble` wrote it)."""
-    opts = fingerprint.options_hash(run.spec)
+    ``pack_chunk(rows, dir)`` (its result may carry the ``records`` and ``refused`` it
+    wrote: :func:`split_packed`). Returns counts, how many chunks were packed and ``rec``
+    (``part.rec``'s size and SHA-256, hashed as it was written or read to index it).
+    ``opts_hash``: ``fingerprint.options_hash(run.spec)``, when the caller has it."""
+    opts = opts_hash or fingerprint.options_hash(run.spec)
     groups = chunks(rows)
     hashes = [fingerprint.chunk_hash(g, opts) for g in groups]
     own = fingerprint.shard_hash(rows, opts)  # a whole shard that failed to verify
@@ -267,13 +326,17 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
     found = _fetch_chunks(wanted, fetch_threads)
     parts: list = [found.get(i) for i in range(len(groups))]
     misses = [i for i, p in enumerate(parts) if p is None]
+    d = work / "packed"
     if misses:  # one pass over all missing chunks: one prefetch window
-        d = work / "packed"
         d.mkdir()
-        pack_chunk([r for i in misses for r in groups[i]], d)
-        for i, part in zip(misses, split_packed(d, [groups[i] for i in misses]), strict=True):
+        got = pack_chunk([r for i in misses for r in groups[i]], d)
+        for i, part in zip(misses, split_packed(d, [groups[i] for i in misses], got),
+                           strict=True):
             parts[i] = part
-    counts = assemble(parts, hashes, work, {i: wanted[i].chunk["sha256"] for i in found})
+    if not found and tiled(parts, d / names.rec(names.SHARD_PART)):
+        counts = adopt(parts, hashes, d, work)  # packed whole, in order: already the shard
+    else:
+        counts = assemble(parts, hashes, work, {i: wanted[i].chunk["sha256"] for i in found})
     runs = reusable(parts, {i: wanted[i] for i in found})
     (work / REUSABLE).write_text(json.dumps(runs), encoding="utf-8")
     return {**counts, "chunks": len(groups), "chunks_packed": len(misses)}
@@ -304,17 +367,21 @@ def reusable(parts: list[tuple[bytes | Span, list[dict], str]], sources: dict[in
 
 
 # ---- shards: a folder of the pack task's outputs, entry.json last
-def shard_entry(run: Run, rows: list[dict]) -> str:
-    """The cache entry of a shard's rows (under this run's options)."""
-    return run.cache(SHARDS, fingerprint.shard_hash(rows, fingerprint.options_hash(run.spec)))
+def shard_entry(run: Run, rows: list[dict], opts_hash: str | None = None) -> str:
+    """The cache entry of a shard's rows (under this run's options; ``opts_hash``: their
+    ``fingerprint.options_hash``, when the caller has it)."""
+    return run.cache(SHARDS, fingerprint.shard_hash(
+        rows, opts_hash or fingerprint.options_hash(run.spec)))
 
 
-def reuse_shard(run: Run, rows: list[dict], files: tuple[str, ...]) -> dict | None:
+def reuse_shard(run: Run, rows: list[dict], files: tuple[str, ...],
+                entry: str | None = None) -> dict | None:
     """An unchanged shard's ``entry.json`` when its files verify (size and ETag as
-    recorded), else None. Nothing is copied: the run's ``shard.json`` points at the entry."""
-    entry = shard_entry(run, rows)
+    recorded), else None. Nothing is copied: the run's ``shard.json`` points at the entry.
+    ``entry``: ``shard_entry(run, rows)``, when the caller has it."""
     if not rows or rows[0].get("cache") != WHOLE:
         return None
+    entry = entry or shard_entry(run, rows)
     try:
         doc = storage.read_json(storage.join(entry, ENTRY))
     except Exception as exc:  # noqa: BLE001 - a missing/garbled entry is a cache miss
@@ -332,12 +399,13 @@ def reuse_shard(run: Run, rows: list[dict], files: tuple[str, ...]) -> dict | No
 
 
 def write_entry(run: Run, rows: list[dict], work: Path, files: tuple[str, ...], meta: dict,
-                counts: dict) -> str:
+                counts: dict, entry: str | None = None) -> str:
     """Upload the shard in ``work`` as its cache entry (files in parallel, ``part.rec``'s
     runs that ``pack_shard`` found on the store copied there; then ``entry.json``: sizes,
     ETags, ``shard.json``'s contents, counts and the chunk index ``assemble`` left in
-    ``work``); returns the entry's URI."""
-    entry = shard_entry(run, rows)
+    ``work``); returns the entry's URI (``entry``: ``shard_entry(run, rows)``, when the
+    caller has it)."""
+    entry = entry or shard_entry(run, rows)
     listed = work / REUSABLE  # runs of part.rec the store holds: copied there, not sent
     runs = ([storage.Reusable(*r) for r in json.loads(listed.read_text(encoding="utf-8"))]
             if listed.exists() else [])

@@ -130,7 +130,7 @@ def pack_pairs(pairs: Iterable[SegPair], workdir: str | Path, opts: SegPackOptio
                 "length": len(ipayload), "mask_offset": moff, "mask_length": len(mpayload),
                 "height": h, "width": w, "channels": 1 if img.ndim == 2 else img.shape[2],
                 "label": 0,
-                "source_sha256": hashlib.sha256(pair.image).hexdigest(),
+                "source_sha256": storage.sha256_hex(pair.image),
                 "mask_sha256": hashlib.sha256(mask_bytes).hexdigest(), "decode_status": "ok",
                 # for the quality gate: the mask record and what it holds
                 "mask_record_key": pair.key, "mask_height": int(mask.shape[0]),

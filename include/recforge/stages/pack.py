@@ -17,7 +17,6 @@ names, so a retried shard overwrites itself.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import tempfile
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
 from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process_hashed
-from recforge.incremental import cache
+from recforge.incremental import cache, fingerprint
 from recforge.kinds import kind, kind_of
 from recforge.progress import Progress, peak_rss_mb, reset_peak_rss
 from recforge.quarantine import QuarantineEntry
@@ -48,13 +47,15 @@ CACHED_FILES = names.shard_files()
 def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Path,
                stage: str = "pack", fetch_threads: int = 8,
                processor: Callable[[bytes], EncodedImage] | None = None,
-               labels: Labeller | None = None) -> dict:
+               labels: Labeller | None = None, keep: bool = False) -> dict:
     """Pack planned rows into ``workdir/part.*``; returns counts. Pure local output.
     ``processor`` (default: ``imaging.process_hashed`` in this process) turns source bytes
     into the record image and its dHash; an ``IsolatedProcessor`` runs it in a child
     process. ``labels`` (default: the row's class id) gives a record's label, its extra
     manifest fields and the parts of its annotation it refused
-    (``detection.records.DetectionLabels``)."""
+    (``detection.records.DetectionLabels``). ``keep``: the result also holds the record
+    manifest rows (``records``) and quarantine entries (``refused``) it wrote, so the shard
+    cache splits them into chunks without reading them back."""
     refused: list[QuarantineEntry] = []
     manifest: list[dict] = []
     progress = Progress(f"{stage} {workdir.name}", len(rows), log)
@@ -90,12 +91,13 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                 "length": len(payload), "height": img.height, "width": img.width,
                 "channels": img.channels, "label": label, "class_name": row.get("class_name"),
                 "name": row["name"], "source_key": key, "source_etag": row["etag"],
-                "source_sha256": hashlib.sha256(data).hexdigest(), "decode_status": "ok",
+                "source_sha256": storage.sha256_hex(data), "decode_status": "ok",
                 "phash": img.phash or phash.dhash_encoded(img.data), **extra,
             })
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)
     (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
-    return {"packed": len(manifest), "quarantined": len(refused)}
+    counts = {"packed": len(manifest), "quarantined": len(refused)}
+    return {**counts, "records": manifest, "refused": refused} if keep else counts
 
 
 def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str,
@@ -205,10 +207,11 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
     (``files_at``). An unchanged shard that verifies costs nothing more (``reused``); a
     changed one is built from the previous shards' chunks, packing only the chunks that
     changed, and uploaded as its entry."""
-    reused = cache.reuse_shard(run, rows, CACHED_FILES)
+    opts_hash = fingerprint.options_hash(run.spec)  # once: it hashes the engine's sources
+    entry = cache.shard_entry(run, rows, opts_hash)
+    reused = cache.reuse_shard(run, rows, CACHED_FILES, entry)
     if reused is not None:
         meta, counts = reused["meta"], {**reused["counts"], "reused": True}
-        entry = cache.shard_entry(run, rows)
         log.info("shard %s: unchanged, reused from the cache (%d records)", shard_id,
                  counts["packed"])
     else:
@@ -218,11 +221,12 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
             processor = (stack.enter_context(crash_isolation.IsolatedProcessor(
                 opts, target=process_hashed)) if isolated else None)
             counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
-                chunk, run.spec.source.uri, opts, d, processor=processor, labels=labels))
-        rec = counts.pop("rec")  # hashed as assemble wrote it
+                chunk, run.spec.source.uri, opts, d, processor=processor, labels=labels,
+                keep=True), opts_hash=opts_hash)
+        rec = counts.pop("rec")  # hashed as the shard was written or indexed
         meta = describe_shard(run, shard_id, work, masks=False,
                               digests={names.rec(names.SHARD_PART): rec})
-        entry = cache.write_entry(run, rows, work, CACHED_FILES, meta, counts)
+        entry = cache.write_entry(run, rows, work, CACHED_FILES, meta, counts, entry)
         log.info("shard %s: %d of %d chunks packed, the rest from the cache", shard_id,
                  counts["chunks_packed"], counts["chunks"])
     storage.write_json(run.shard_output(shard_id, names.SHARD_META),
