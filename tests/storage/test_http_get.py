@@ -211,3 +211,20 @@ def test_botocore_is_one_switch_away(bucket, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     monkeypatch.setenv("NO_PROXY", "example.org")
     assert http_get._make_target(storage.s3_client()) is None
+
+
+def test_a_bucket_in_another_region_goes_to_botocore_and_stays_there(bucket, monkeypatch):
+    """A 301 (or a 400 naming another region) is botocore's to follow; the bucket's next
+    GETs go to botocore at once instead of costing a wasted request each."""
+    sent, through_botocore = [], []
+
+    class Moved:
+        status, data, headers = 301, b"<Error><Code>PermanentRedirect</Code></Error>", {}
+
+    monkeypatch.setattr(http_get, "_elsewhere", set())
+    monkeypatch.setattr(http_get, "_send", lambda *a, **k: sent.append(a) or Moved())
+    monkeypatch.setattr(http_get, "_botocore",
+                        lambda s3, b, k, r, m: through_botocore.append(k) or b"moved")
+    assert storage.get_bytes(f"s3://{bucket}/a.jpg") == b"moved"
+    assert storage.get_bytes(f"s3://{bucket}/b.jpg") == b"moved"
+    assert (len(sent), through_botocore) == (1, ["a.jpg", "b.jpg"])

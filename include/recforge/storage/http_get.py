@@ -197,7 +197,7 @@ def get(bucket: str, key: str, byte_range: str | None = None,
     """One GET of ``bucket``/``key`` (``byte_range``: ``bytes=a-b``; ``if_match``: an
     ETag), its body's bytes: as ``s3_client().get_object(...)["Body"].read()``."""
     s3 = client.s3_client()
-    where = None if _off() else target(s3)
+    where = None if _off() or bucket in _elsewhere else target(s3)
     if where is None:
         return _botocore(s3, bucket, key, byte_range, if_match)
     host, path = _address(where, bucket, key)
@@ -222,8 +222,14 @@ def get(bucket: str, key: str, byte_range: str | None = None,
                 return checksums.checked(body, digest.hex())
         return body
     if 300 <= status < 400 or status == 400:  # another region, another signature: botocore
-        return _botocore(s3, bucket, key, byte_range, if_match)  # knows those answers
+        _elsewhere.add(bucket)  # knows those answers, and remembers the bucket's region
+        return _botocore(s3, bucket, key, byte_range, if_match)
     raise _client_error(status, response)
+
+
+# buckets whose GETs were answered with a redirect or a 400 (a bucket in another region than
+# the client's): botocore's from then on, without a wasted request each time
+_elsewhere: set[str] = set()
 
 
 def _botocore(s3, bucket, key, byte_range, if_match) -> bytes:
