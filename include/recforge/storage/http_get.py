@@ -1,7 +1,7 @@
 """The GET of one object, or one byte range of it, on a plain HTTP connection pool, signed
-here with AWS Signature Version 4: ~0.2 ms of the worker's CPU a request where a botocore
-``get_object`` spends 1.5–2.5 ms (``benchmarks/bench_s3_clients.py``), which through S3 was
-a third of what each image of a build cost.
+here with AWS Signature Version 4: ~0.5 ms of the worker's CPU a request where a botocore
+``get_object`` spends ~1.4 ms (``benchmarks/bench_s3_clients.py``, Ceph RGW), which through
+S3 was a fifth of what each image of a build cost.
 
 It is the process's S3 client seen from the wire, not a second configuration: endpoint,
 region, addressing style, credentials (refreshed as botocore refreshes them), TLS
