@@ -127,7 +127,7 @@ def transferred() -> Transfer:
 
 
 def count_down(key: str, n: int) -> None:
-    """Count ``n`` body bytes of a GET of ``key`` that went around botocore (``http_get``)."""
+    """Count ``n`` body bytes of a GET of ``key`` (botocore's hook and ``http_get`` alike)."""
     suffix = Path(key).suffix
     with _TRANSFER_LOCK:
         _TRANSFER.down += n
@@ -142,10 +142,7 @@ def _count_transfers(client) -> None:
 
     def got(parsed, context, **_):
         n = int(parsed.get("ContentLength") or 0) if isinstance(parsed, dict) else 0
-        suffix = Path(context.get("recforge_key", "")).suffix
-        with _TRANSFER_LOCK:
-            _TRANSFER.down += n
-            _TRANSFER.down_by_suffix[suffix] = _TRANSFER.down_by_suffix.get(suffix, 0) + n
+        count_down(context.get("recforge_key", ""), n)
 
     def sent(request, **_):
         n = int(request.headers.get("Content-Length") or 0)

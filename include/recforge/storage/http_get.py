@@ -109,7 +109,12 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def enabled() -> bool:
     """Whether GETs go through this module: not where ``RECFORGE_S3_GET=botocore``, nor
     for a client that signs otherwise than SigV4 or reaches S3 through an HTTP proxy."""
-    return not _off() and target(client.s3_client()) is not None
+    return _in_use() is not None
+
+
+def _in_use() -> Target | None:
+    """The target GETs go to now, or None where they go through botocore."""
+    return None if _off() else target(client.s3_client())
 
 
 def attempts() -> int:
@@ -117,7 +122,7 @@ def attempts() -> int:
     the rule's own (``retry.READ_ATTEMPTS``) times the ones botocore would make inside each
     (a store that throttles is waited for as long either way); through botocore, the
     rule's own."""
-    where = None if _off() else target(client.s3_client())
+    where = _in_use()
     return retry.READ_ATTEMPTS * (where.attempts if where is not None else 1)
 
 
