@@ -306,16 +306,14 @@ def _fetch_chunks(wanted: dict[int, Source], threads: int
 
 
 def pack_shard(run: Run, rows: list[dict], work: Path,
-               pack_chunk: Callable[[list[dict], Path], dict], fetch_threads: int = 8,
-               opts_hash: str | None = None) -> dict:
+               pack_chunk: Callable[[list[dict], Path], dict], fetch_threads: int = 8) -> dict:
     """Build a shard in ``work`` from its chunks: those the previous shards (the rows'
     ``cache`` hints; a whole cached shard that did not verify is its own source) hold are
     fetched and verified, the others packed in one pass with
     ``pack_chunk(rows, dir)`` (its result may carry the ``records`` and ``refused`` it
     wrote: :func:`split_packed`). Returns counts, how many chunks were packed and ``rec``
-    (``part.rec``'s size and SHA-256, hashed as it was written or read to index it).
-    ``opts_hash``: ``fingerprint.options_hash(run.spec)``, when the caller has it."""
-    opts = opts_hash or fingerprint.options_hash(run.spec)
+    (``part.rec``'s size and SHA-256, hashed as it was written or read to index it)."""
+    opts = fingerprint.options_hash(run.spec)
     groups = chunks(rows)
     hashes = [fingerprint.chunk_hash(g, opts) for g in groups]
     own = fingerprint.shard_hash(rows, opts)  # a whole shard that failed to verify
@@ -367,11 +365,9 @@ def reusable(parts: list[tuple[bytes | Span, list[dict], str]], sources: dict[in
 
 
 # ---- shards: a folder of the pack task's outputs, entry.json last
-def shard_entry(run: Run, rows: list[dict], opts_hash: str | None = None) -> str:
-    """The cache entry of a shard's rows (under this run's options; ``opts_hash``: their
-    ``fingerprint.options_hash``, when the caller has it)."""
-    return run.cache(SHARDS, fingerprint.shard_hash(
-        rows, opts_hash or fingerprint.options_hash(run.spec)))
+def shard_entry(run: Run, rows: list[dict]) -> str:
+    """The cache entry of a shard's rows (under this run's options)."""
+    return run.cache(SHARDS, fingerprint.shard_hash(rows, fingerprint.options_hash(run.spec)))
 
 
 def reuse_shard(run: Run, rows: list[dict], files: tuple[str, ...],

@@ -11,6 +11,7 @@ instead of relying on someone bumping a number.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -33,7 +34,10 @@ def digest(obj) -> str:
                                      ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+@functools.cache
 def _engine_sources() -> dict[str, str]:
+    """The SHA-256 of each engine module's source: read once a process (a running process
+    packs with the code it loaded, whatever the files become)."""
     import importlib
 
     out = {}
@@ -64,7 +68,7 @@ def options(spec: DatasetSpec) -> dict:
     return {"format": FORMAT_VERSION, "task": spec.task, "pack": pack,
             "segmentation": _label_definition(spec), "opencv": cv2.__version__,
             **({"detection": spec.detection.model_dump(mode="json")} if spec.detection else {}),
-            "engine": _engine_sources()}
+            "engine": dict(_engine_sources())}
 
 
 def options_hash(spec: DatasetSpec) -> str:

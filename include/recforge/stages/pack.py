@@ -29,7 +29,7 @@ from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
 from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process_hashed
-from recforge.incremental import cache, fingerprint
+from recforge.incremental import cache
 from recforge.kinds import kind, kind_of
 from recforge.progress import Progress, peak_rss_mb, reset_peak_rss
 from recforge.quarantine import QuarantineEntry
@@ -207,8 +207,7 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
     (``files_at``). An unchanged shard that verifies costs nothing more (``reused``); a
     changed one is built from the previous shards' chunks, packing only the chunks that
     changed, and uploaded as its entry."""
-    opts_hash = fingerprint.options_hash(run.spec)  # once: it hashes the engine's sources
-    entry = cache.shard_entry(run, rows, opts_hash)
+    entry = cache.shard_entry(run, rows)
     reused = cache.reuse_shard(run, rows, CACHED_FILES, entry)
     if reused is not None:
         meta, counts = reused["meta"], {**reused["counts"], "reused": True}
@@ -222,7 +221,7 @@ def pack_cached(run: Run, shard_id: str, rows: list[dict], work: Path,
                 opts, target=process_hashed)) if isolated else None)
             counts = cache.pack_shard(run, rows, work, lambda chunk, d: pack_items(
                 chunk, run.spec.source.uri, opts, d, processor=processor, labels=labels,
-                keep=True), opts_hash=opts_hash)
+                keep=True))
         rec = counts.pop("rec")  # hashed as the shard was written or indexed
         meta = describe_shard(run, shard_id, work, masks=False,
                               digests={names.rec(names.SHARD_PART): rec})
