@@ -10,8 +10,11 @@ as S3's additional checksum), ``--gets`` GETs per size through a pool of 8 threa
 ``storage.bulk.prefetch`` issues a stage's per-image GETs. Clients:
 
 * ``recforge``: ``storage.get_bytes`` (the one retry rule, request counting, and the GET of
-  ``storage.http_get``: SigV4 signed by recforge on a urllib3 pool, the response's SHA-256
-  validated);
+  ``storage.http_get``: SigV4 signed by recforge, sent on ``storage.connections``' kept-alive
+  sockets, the response's SHA-256 validated);
+* ``recforge urllib3``: ``storage.get_bytes`` with the same signed request sent on a urllib3
+  pool instead of ``storage.connections`` (as ``http_get`` first sent it): the transport
+  alone compared;
 * ``recforge botocore``: the same rule around botocore's ``get_object`` on the client of
   ``storage.client`` (its config, hooks and, by botocore's default, the response's SHA-256
   validated): the path before ``storage.http_get`` and what ``RECFORGE_S3_GET=botocore``
@@ -89,6 +92,36 @@ def recforge_client() -> Callable[[str], bytes]:
     from recforge import storage
 
     return lambda key: storage.get_bytes(f"s3://{BUCKET}/{key}")
+
+
+def urllib3_runner() -> Callable[[list[str]], None]:
+    """``storage.get_bytes`` with ``http_get``'s signed request sent on a urllib3 pool (as
+    ``http_get`` first sent it) instead of on ``storage.connections``: the transport alone
+    compared, everything else the same. The send is swapped for the pass only."""
+    import urllib3
+
+    from recforge import storage
+    from recforge.storage import http_get
+
+    pools = urllib3.PoolManager(num_pools=16, maxsize=THREADS)
+
+    def send(where, host: str, path: str, headers: dict):
+        hostname = host.rsplit(":", 1)[0] if where.port else host
+        pool = pools.connection_from_host(hostname, where.port, where.scheme)
+        return pool.urlopen("GET", path, headers=headers, retries=False, redirect=False,
+                            preload_content=True, assert_same_host=False,
+                            enforce_content_length=True)
+
+    def run(keys: list[str]) -> None:
+        own, http_get._send = http_get._send, send
+        try:
+            with ThreadPoolExecutor(THREADS) as pool:
+                for _ in pool.map(lambda k: storage.get_bytes(f"s3://{BUCKET}/{k}"), keys):
+                    pass
+        finally:
+            http_get._send = own
+
+    return run
 
 
 def recforge_botocore_client() -> Callable[[str], bytes]:
@@ -197,6 +230,9 @@ def make_clients(wanted: list[str]) -> tuple[dict[str, Callable[[list[str]], Non
     for name in wanted:
         if name == "recforge prefetch":
             runners[name] = prefetch_runner
+            continue
+        if name == "recforge urllib3":
+            runners[name] = urllib3_runner()
             continue
         try:
             get = CLIENTS[name]()
@@ -353,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--servers", default="moto,rgw")
     ap.add_argument("--clients", type=lambda v: v.split(","),
-                    default=["recforge", "recforge botocore", "recforge prefetch", "boto3",
+                    default=["recforge", "recforge urllib3", "recforge botocore",
+                             "recforge prefetch", "boto3",
                              "boto3 no-checksum",
                              "obstore", "awscrt", "awscrt full-object"])
     ap.add_argument("--json-out", help="write the JSON document here too")

@@ -1,7 +1,7 @@
-"""The GET of one object, or one byte range of it, on a plain HTTP connection pool, signed
-here with AWS Signature Version 4: ~0.5 ms of the worker's CPU a request where a botocore
-``get_object`` spends ~1.4 ms (``benchmarks/bench_s3_clients.py``, Ceph RGW), which through
-S3 was a fifth of what each image of a build cost.
+"""The GET of one object, or one byte range of it, signed here with AWS Signature Version 4
+and sent on ``connections``' kept-alive sockets: a fraction of the worker's CPU a botocore
+``get_object`` spends (``benchmarks/bench_s3_clients.py``), which through S3 was a fifth of
+what each image of a build cost.
 
 It is the process's S3 client seen from the wire, not a second configuration: endpoint,
 region, addressing style, credentials (refreshed as botocore refreshes them), TLS
@@ -44,7 +44,7 @@ import zlib
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from recforge.storage import checksums, client, retry, write_options
+from recforge.storage import checksums, client, connections, retry, write_options
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 ENV = "RECFORGE_S3_GET"  # "botocore": every GET through botocore
@@ -87,10 +87,9 @@ class Target:
     virtual: bool  # virtual-hosted addressing (the bucket in the host name)
     region: str
     credentials: object  # botocore's Credentials (refreshable), or None: unsigned
-    pool: object  # urllib3's PoolManager
+    pool: connections.Connections  # kept-alive connections to the endpoint's hosts
     endpoint_url: str
     attempts: int  # botocore's attempts per call in the client's configuration
-    retries: object  # urllib3's Retry: connection attempts only, as botocore retries them
 
 
 _targets: dict = {}  # by client: a forked child makes its own client, so its own pool
@@ -148,7 +147,6 @@ def target(s3) -> Target | None:
 
 def _make_target(s3) -> Target | None:
     import botocore
-    import urllib3
 
     meta = getattr(s3, "meta", None)
     if meta is None or not hasattr(s3, "_request_signer"):  # not a botocore client
@@ -165,30 +163,17 @@ def _make_target(s3) -> Target | None:
     if _proxied(url) or getattr(config, "proxies", None):
         return None
     verify = getattr(s3._endpoint.http_session, "_verify", True)  # noqa: SLF001
-    tls = {}
-    if url.scheme == "https":
-        tls = ({"cert_reqs": "CERT_NONE"} if verify is False else
-               {"cert_reqs": "CERT_REQUIRED",
-                "ca_certs": verify if isinstance(verify, str) else _ca_bundle()})
-    timeout = urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout)
-    pool = urllib3.PoolManager(num_pools=16, maxsize=client.POOL_CONNECTIONS,
-                               timeout=timeout, **tls)
+    attempts = client.retry_settings()[1]  # part of the client's key: fixed per client
+    pool = connections.Connections(
+        url.scheme, url.port, s3.meta.endpoint_url, config.connect_timeout,
+        config.read_timeout, attempts, client.POOL_CONNECTIONS,
+        connections.tls_context(verify) if url.scheme == "https" else None)
     addressing = (config.s3 or {}).get("addressing_style", "auto")
     region = s3.meta.region_name or "us-east-1"
-    attempts = client.retry_settings()[1]  # part of the client's key: fixed per client
-    retries = urllib3.Retry(total=None, connect=attempts, read=False, status=False,
-                            redirect=False, backoff_factor=0.1)
     return Target(url.scheme, url.netloc, url.hostname or "", url.port,
                   url.path.rstrip("/"), addressing == "virtual",
                   "us-east-1" if region == "aws-global" else region, credentials, pool,
-                  s3.meta.endpoint_url, attempts, retries)
-
-
-def _ca_bundle() -> str | None:
-    from botocore.httpsession import get_cert_path
-
-    path = get_cert_path(True)
-    return path if isinstance(path, str) else None
+                  s3.meta.endpoint_url, attempts)
 
 
 def _proxied(url) -> bool:
@@ -225,7 +210,7 @@ def get(bucket: str, key: str, byte_range: str | None = None,
             digest = validate(response.headers, body, f"s3://{bucket}/{key}")
             if digest is not None:
                 return checksums.checked(body, digest.hex())
-        return body
+        return bytes(body)
     if 300 <= status < 400 or status == 400:  # another region, another signature: botocore
         _elsewhere.add(bucket)  # knows those answers, and remembers the bucket's region
         return _botocore(s3, bucket, key, byte_range, if_match)
@@ -253,27 +238,9 @@ def _address(where: Target, bucket: str, key: str) -> tuple[str, str]:
 
 
 def _send(where: Target, host: str, path: str, headers: dict):
-    """One request on the pool of ``host``; ``path`` goes as it is (a URL would have its
-    ``.`` segments removed by urllib3, and S3 keys may hold them)."""
-    import botocore.exceptions
-    from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError
-
-    try:
-        hostname = host.rsplit(":", 1)[0] if where.port else host
-        pool = where.pool.connection_from_host(hostname, where.port, where.scheme)
-        return pool.urlopen("GET", path, headers=headers, retries=where.retries,
-                            redirect=False,
-                            preload_content=True, assert_same_host=False,
-                            enforce_content_length=True)  # urllib3 1.26's default: off
-    except MaxRetryError as exc:  # the connection attempts are spent, as botocore's are
-        reason = exc.reason
-        if isinstance(reason, NewConnectionError | OSError):  # a subclass of the next
-            raise botocore.exceptions.EndpointConnectionError(
-                endpoint_url=where.endpoint_url, error=reason) from exc
-        if isinstance(reason, ConnectTimeoutError):
-            raise botocore.exceptions.ConnectTimeoutError(
-                endpoint_url=where.endpoint_url, error=reason) from exc
-        raise reason or exc from exc
+    """One request on a kept connection to ``host``; ``path`` goes as it is (S3 keys may
+    hold ``.`` segments that a URL library would remove)."""
+    return where.pool.get(host, path, headers)
 
 
 _ERROR_FIELD = re.compile(rb"<(Code|Message|BucketName)>([^<]*)</\1>")
