@@ -11,8 +11,9 @@ This is the wing's façade: callers use ``storage.X``. Floors, lowest first: ``u
 a URI names), ``write_options.py`` (what a locked-down bucket asks of every request),
 ``client.py`` (clients and byte accounting), ``errors.py`` (what an error means),
 ``checksums.py`` (S3's SHA-256 per object), ``retry.py`` (the one retry rule every request
-goes through, so where requests are counted), ``http_get.py`` (the GET of an object or a
-range, signed by recforge on a plain HTTP pool: a fraction of botocore's CPU a request),
+goes through, so where requests are counted), ``connections.py`` (HTTP/1.1 GETs on kept-alive
+sockets), ``http_get.py`` (the GET of an object or a range, signed by recforge and sent on
+``connections``: a fraction of botocore's CPU a request),
 ``recording.py`` (what a stage wrote),
 ``multipart.py`` (one multipart upload), ``listing.py`` (an S3 prefix's pages, its folders
 side by side), ``objects.py`` (single objects and listings), ``documents.py`` (JSON, JSON
