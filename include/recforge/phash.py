@@ -11,6 +11,9 @@ hashes across splits with :func:`nearest_across` (bounded memory and time at any
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 HASH_BITS = 64
@@ -42,9 +45,76 @@ def dhash(img: np.ndarray) -> str:
         raise ValueError(f"dhash: image of shape {img.shape}; expected HxW or HxWxC")
     if img.size == 0:
         raise ValueError("dhash: empty image")
-    small = cv2.resize(np.ascontiguousarray(img), (9, 8), interpolation=cv2.INTER_AREA)
+    small = area_9x8(np.ascontiguousarray(img))
     bits = (small[:, :-1] > small[:, 1:]).ravel()
     return f"{int(np.packbits(bits).view('>u8')[0]):016x}"
+
+
+# the hash's grid: OUT_W x OUT_H grey pixels; images up to AREA_MAX_PIXELS take the numpy path
+OUT_W, OUT_H = 9, 8
+AREA_MAX_PIXELS = 1 << 21
+
+
+def area_9x8(gray: np.ndarray) -> np.ndarray:
+    """``cv2.resize(gray, (9, 8), interpolation=cv2.INTER_AREA)``, the same bytes, in ~0.4x
+    the CPU for a record-sized image (0.10 against 0.23 ms at 256x341): OpenCV's general
+    area shrink (``resizeArea_``) walks every source pixel in scalar code, where here the
+    same float32 products are summed by numpy in the same order. Its integer-ratio shrink
+    (a different arithmetic), an enlargement, or an image past ``AREA_MAX_PIXELS`` (memory:
+    the gathered products) stay OpenCV's. ``tests/imaging/test_phash.py`` holds the two
+    equal over thousands of shapes."""
+    h, w = gray.shape
+    if (h < OUT_H or w < OUT_W or h * w > AREA_MAX_PIXELS
+            or (h % OUT_H == 0 and w % OUT_W == 0)):
+        import cv2
+
+        return cv2.resize(gray, (OUT_W, OUT_H), interpolation=cv2.INTER_AREA)
+    (xs, xw), (ys, yw) = _area_tables(h, w)
+    # per source row, each output column's products in OpenCV's order, summed one after
+    # the other (a reduction over the first axis adds whole rows in turn: no pairwise sum)
+    rows = np.add.reduce(gray.T[xs].astype(np.float32) * xw[:, :, None], axis=0)
+    sums = np.add.reduce(yw[:, :, None] * rows.T[ys], axis=0)
+    return np.clip(np.rint(sums), 0, 255).astype(np.uint8)  # cvRound: half to even
+
+
+@functools.lru_cache(maxsize=512)
+def _area_tables(h: int, w: int) -> tuple:
+    """OpenCV's area tables (``computeResizeAreaTab``) for columns, then rows, each as
+    ``(source index, weight)`` arrays of shape (longest run, outputs), padded with
+    weight 0 at the end of shorter runs (adding 0.0 changes no sum)."""
+    return (_padded(_area_tab(w, OUT_W, 1.0 / (OUT_W / w)), OUT_W),
+            _padded(_area_tab(h, OUT_H, 1.0 / (OUT_H / h)), OUT_H))
+
+
+def _area_tab(ssize: int, dsize: int, scale: float) -> list[tuple[int, int, float]]:
+    """``(output, source, weight)`` in OpenCV's order, its double arithmetic, float32
+    weights (``scale`` as OpenCV computes it: the inverse of the inverse scale)."""
+    tab = []
+    for d in range(dsize):
+        f1 = d * scale
+        f2 = f1 + scale
+        cell = min(scale, ssize - f1)
+        s2 = min(math.floor(f2), ssize - 1)
+        s1 = min(math.ceil(f1), s2)
+        if s1 - f1 > 1e-3:
+            tab.append((d, s1 - 1, np.float32((s1 - f1) / cell)))
+        tab.extend((d, s, np.float32(1.0 / cell)) for s in range(s1, s2))
+        if f2 - s2 > 1e-3:
+            tab.append((d, s2, np.float32(min(min(f2 - s2, 1.0), cell) / cell)))
+    return tab
+
+
+def _padded(tab: list[tuple[int, int, float]], dsize: int) -> tuple[np.ndarray, np.ndarray]:
+    runs: list[list[tuple[int, float]]] = [[] for _ in range(dsize)]
+    for d, s, weight in tab:
+        runs[d].append((s, weight))
+    longest = max(len(r) for r in runs)
+    index = np.zeros((longest, dsize), np.intp)
+    weights = np.zeros((longest, dsize), np.float32)
+    for d, run in enumerate(runs):
+        for i, (s, weight) in enumerate(run):
+            index[i, d], weights[i, d] = s, weight
+    return index, weights
 
 
 def hamming(a: str, b: str) -> int:

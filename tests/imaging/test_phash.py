@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import skimage.data
 
+from recforge import phash
 from recforge.dev.scale import clustered_hashes
 from recforge.phash import dhash, hamming, near_pairs, nearest_across, popcount64, to_uint64
 
@@ -27,6 +28,35 @@ def test_format_and_determinism(astronaut):
     h = dhash(astronaut)
     assert len(h) == 16 and int(h, 16) >= 0
     assert dhash(astronaut.copy()) == h
+
+
+def _record_shapes():
+    """Every shape a record with a 256-px short side takes up to 4:1, a grid of small
+    shapes (integer ratios among them: OpenCV's other arithmetic), and enlargements."""
+    yield from ((256, w) for w in range(256, 1025, 3))
+    yield from ((h, 256) for h in range(257, 1025, 3))
+    yield from ((8 * a + b, 9 * c + d) for a in range(1, 12) for c in range(1, 12)
+                for b in (0, 3) for d in (0, 5))
+    yield from ((4, 4), (8, 5), (7, 40), (1200, 1800))
+
+
+def test_the_area_shrink_is_opencvs_to_the_byte(astronaut):
+    """``area_9x8`` is OpenCV's ``INTER_AREA`` resize to 9x8, byte for byte: the published
+    ``phash`` of every record depends on it. Noise, smooth gradients, flat images and
+    crops of a photo, in every shape a record takes."""
+    rng = np.random.default_rng(7)
+    grey = cv2.cvtColor(astronaut, cv2.COLOR_BGR2GRAY)
+    checked = 0
+    for h, w in _record_shapes():
+        noise = rng.integers(0, 256, (h, w), dtype=np.uint8)
+        photo = cv2.resize(grey, (w, h), interpolation=cv2.INTER_LINEAR)
+        for img in (noise, cv2.GaussianBlur(noise, (7, 7), 3), photo,
+                    np.full((h, w), 255, np.uint8)):
+            want = cv2.resize(img, (9, 8), interpolation=cv2.INTER_AREA)
+            got = phash.area_9x8(img)
+            assert got.dtype == np.uint8 and np.array_equal(got, want), (h, w)
+            checked += 1
+    assert checked > 2000
 
 
 def test_survives_resize_recompression_and_brightness(astronaut):
