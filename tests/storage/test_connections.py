@@ -124,13 +124,20 @@ def test_chunked_and_close_framed_bodies(server):
     assert s.connections == 2
 
 
-def test_a_kept_connection_closed_while_idle_is_not_used(server):
+def test_a_kept_connection_closed_while_idle_is_not_used(server, monkeypatch):
     s = server(lambda conn: conn.sendall(OK) or conn.shutdown(socket.SHUT_WR) or "closed", OK)
     conns = pool(s.port)
+    checked, dropped = [], connections._dropped
+    monkeypatch.setattr(connections, "_dropped",
+                        lambda sock: checked.append(dropped(sock)) or checked[-1])
+    exchanged, exchange = [], connections._exchange
+    monkeypatch.setattr(connections, "_exchange",
+                        lambda sock, req: exchanged.append(sock) or exchange(sock, req))
     assert bytes(get(conns).data) == b"hello"
     time.sleep(0.1)  # the server's close reaches this side
     assert bytes(get(conns).data) == b"hello"
-    assert s.connections == 2 and len(s.requests) == 2
+    assert checked == [True]  # seen closed before use: no request sent on it
+    assert len(exchanged) == 2 and s.connections == 2 and len(s.requests) == 2
 
 
 def test_a_kept_connection_closed_as_the_request_went_is_tried_once_on_a_new_one(server,

@@ -174,7 +174,9 @@ def _dropped(sock: socket.socket) -> bool:
     """Whether an idle kept connection is no longer usable: readable while no request is
     out means closed by the server (or sent something unasked)."""
     try:
-        return bool(select.select([sock], [], [], 0)[0])
+        poll = select.poll()  # not select(): a process may hold fds past FD_SETSIZE
+        poll.register(sock, select.POLLIN)
+        return bool(poll.poll(0))
     except (OSError, ValueError):
         return True
 
