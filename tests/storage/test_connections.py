@@ -124,6 +124,16 @@ def test_chunked_and_close_framed_bodies(server):
     assert s.connections == 2
 
 
+def test_an_answer_without_a_body_keeps_the_connection(server):
+    s = server(b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n", OK)
+    conns = pool(s.port, read_timeout=2.0)
+    started = time.perf_counter()
+    got = get(conns)
+    assert (got.status, bytes(got.data)) == (304, b"")
+    assert bytes(get(conns).data) == b"hello"
+    assert s.connections == 1 and time.perf_counter() - started < 1.0
+
+
 def test_a_kept_connection_closed_while_idle_is_not_used(server, monkeypatch):
     s = server(lambda conn: conn.sendall(OK) or conn.shutdown(socket.SHUT_WR) or "closed", OK)
     conns = pool(s.port)

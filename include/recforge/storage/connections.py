@@ -7,11 +7,12 @@ costs about as much again as the rest of a GET (``benchmarks/bench_s3_clients.py
 
 It speaks only what an S3 GET answer needs: a status line, headers, and a body framed by
 ``Content-Length`` or chunked transfer coding (or, without either, by the connection's
-end), over TCP or TLS (the client's verification settings). Failures are the ones urllib3
-raised, which ``storage.errors`` already calls transient: a reset, or a body cut short,
-raises ``ProtocolError``; a stalled read ``ReadTimeoutError``; a host that cannot be
-reached, after the client's connection attempts, botocore's ``EndpointConnectionError`` or
-``ConnectTimeoutError``. A certificate that does not verify raises botocore's ``SSLError``.
+end; none after a 1xx, 204 or 304), over TCP or TLS (the client's verification settings).
+Failures are the ones urllib3 raised, which ``storage.errors`` already calls transient: a
+reset, or a body cut short, raises ``ProtocolError``; a stalled read ``ReadTimeoutError``; a
+host that cannot be reached, after the client's connection attempts, botocore's
+``EndpointConnectionError`` or ``ConnectTimeoutError``. A certificate that does not verify
+raises botocore's ``SSLError``.
 
 A kept connection the server closed while idle is dropped before use. One that shows
 closed only when the request goes out (no byte of an answer came) is replaced once, as
@@ -212,6 +213,8 @@ def _exchange(sock: socket.socket, request: bytes) -> tuple[Response, bool]:
         headers[name.strip().lower()] = value.strip()
     start = end + 4
     close = (headers.get("connection", "").lower() == "close" or version == "HTTP/1.0")
+    if status in (204, 304) or 100 <= status < 200:  # no body, whatever the headers say
+        return Response(status, headers, b""), not close and len(head) == start
     if "chunked" in headers.get("transfer-encoding", "").lower():
         return Response(status, headers, _chunked(sock, head[start:])), not close
     length = headers.get("content-length")
