@@ -106,8 +106,8 @@ def urllib3_runner() -> Callable[[list[str]], None]:
     pools = urllib3.PoolManager(num_pools=16, maxsize=THREADS)
 
     def send(where, host: str, path: str, headers: dict):
-        hostname = host.rsplit(":", 1)[0] if where.port else host
-        pool = pools.connection_from_host(hostname, where.port, where.scheme)
+        hostname = host.rsplit(":", 1)[0] if where.pool.port else host
+        pool = pools.connection_from_host(hostname, where.pool.port, where.pool.scheme)
         return pool.urlopen("GET", path, headers=headers, retries=False, redirect=False,
                             preload_content=True, assert_same_host=False,
                             enforce_content_length=True)

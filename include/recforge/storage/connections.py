@@ -73,7 +73,7 @@ class Connections:
         request = "".join((f"GET {path} HTTP/1.1\r\n",
                            *(f"{k}: {v}\r\n" for k, v in headers.items()),
                            "\r\n")).encode("latin-1")
-        from urllib3.exceptions import ProtocolError, ReadTimeoutError
+        from urllib3.exceptions import ProtocolError, ReadTimeoutError  # botocore's, loaded
 
         sock = self._kept(hostname)
         while True:

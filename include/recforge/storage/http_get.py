@@ -79,16 +79,12 @@ CHECKSUMS = (("crc64nvme", _crt("crc64nvme"), True), ("crc32c", _crt("crc32c"), 
 class Target:
     """What the process's S3 client talks to, read once from it."""
 
-    scheme: str
     host: str  # host[:port], as the Host header carries it
-    hostname: str
-    port: int | None
     base_path: str  # the endpoint's own path, without a trailing '/'
     virtual: bool  # virtual-hosted addressing (the bucket in the host name)
     region: str
     credentials: object  # botocore's Credentials (refreshable), or None: unsigned
     pool: connections.Connections  # kept-alive connections to the endpoint's hosts
-    endpoint_url: str
     attempts: int  # botocore's attempts per call in the client's configuration
 
 
@@ -170,10 +166,9 @@ def _make_target(s3) -> Target | None:
         connections.tls_context(verify) if url.scheme == "https" else None)
     addressing = (config.s3 or {}).get("addressing_style", "auto")
     region = s3.meta.region_name or "us-east-1"
-    return Target(url.scheme, url.netloc, url.hostname or "", url.port,
-                  url.path.rstrip("/"), addressing == "virtual",
+    return Target(url.netloc, url.path.rstrip("/"), addressing == "virtual",
                   "us-east-1" if region == "aws-global" else region, credentials, pool,
-                  s3.meta.endpoint_url, attempts)
+                  attempts)
 
 
 def _proxied(url) -> bool:
