@@ -1,0 +1,53 @@
+"""``storage.prefetch``: every object's bytes or its exception, in the order given; S3
+objects fetched by threads ahead of the consumer, local files read as they are needed."""
+
+from __future__ import annotations
+
+import threading
+
+from recforge import storage
+from recforge.storage.errors import is_not_found
+
+
+def _recording(monkeypatch) -> list[tuple[str, str]]:
+    """Each read as (URI, the thread that made it)."""
+    from recforge.storage import objects
+
+    reads, real = [], objects.get_bytes
+
+    def get_bytes(uri):
+        reads.append((uri, threading.current_thread().name))
+        return real(uri)
+
+    monkeypatch.setattr(objects, "get_bytes", get_bytes)
+    return reads
+
+
+def test_local_files_are_read_in_order_in_the_consumers_thread(tmp_path, monkeypatch):
+    for i in range(5):
+        (tmp_path / f"{i}.bin").write_bytes(bytes([i]) * (i + 1))
+    uris = [str(tmp_path / f"{i}.bin") for i in (3, 0, 4)] + [str(tmp_path / "gone.bin")]
+    reads = _recording(monkeypatch)
+    got = storage.prefetch(iter(uris), threads=8)
+    assert next(got) == b"\x03" * 4
+    assert len(reads) == 1  # nothing read ahead of the consumer
+    rest = list(got)
+    assert rest[:2] == [b"\x00", b"\x04" * 5]
+    assert isinstance(rest[2], FileNotFoundError)  # handed over, not raised
+    assert [u for u, _ in reads] == uris
+    assert {t for _, t in reads} == {threading.current_thread().name}
+    assert list(storage.prefetch([])) == []
+
+
+def test_s3_objects_are_fetched_by_threads_ahead_in_order(bucket, monkeypatch):
+    uris = [f"s3://{bucket}/o{i}" for i in range(12)]
+    for i, uri in enumerate(uris):
+        storage.put_bytes(uri, str(i).encode())
+    reads = _recording(monkeypatch)
+    got = storage.prefetch(uris + [f"s3://{bucket}/missing"], threads=3, ahead=4)
+    assert next(got) == b"0"
+    assert 1 < len(reads) <= 4  # read ahead, within the window
+    rest = list(got)
+    assert rest[:-1] == [str(i).encode() for i in range(1, 12)]
+    assert is_not_found(rest[-1])
+    assert threading.current_thread().name not in {t for _, t in reads}
