@@ -1,5 +1,5 @@
 """``storage.prefetch``: every object's bytes or its exception, in the order given; S3
-objects fetched by threads ahead of the consumer, local files read as they are needed."""
+objects fetched by threads ahead of the consumer, local files read when their turn comes."""
 
 from __future__ import annotations
 
@@ -51,3 +51,19 @@ def test_s3_objects_are_fetched_by_threads_ahead_in_order(bucket, monkeypatch):
     assert rest[:-1] == [str(i).encode() for i in range(1, 12)]
     assert is_not_found(rest[-1])
     assert threading.current_thread().name not in {t for _, t in reads}
+
+
+def test_local_and_s3_in_one_list_keep_their_order_each_read_its_way(bucket, tmp_path,
+                                                                     monkeypatch):
+    """A local image beside its mask in S3 staging (segmentation): one ordered prefetch."""
+    uris = []
+    for i in range(6):
+        (tmp_path / f"{i}.png").write_bytes(b"image %d" % i)
+        storage.put_bytes(f"s3://{bucket}/m{i}", b"mask %d" % i)
+        uris += [str(tmp_path / f"{i}.png"), f"s3://{bucket}/m{i}"]
+    reads = _recording(monkeypatch)
+    got = list(storage.prefetch(uris, threads=2))
+    assert got == [b"%s %d" % (w, i) for i in range(6) for w in (b"image", b"mask")]
+    me = threading.current_thread().name
+    assert {t == me for u, t in reads if u.startswith("s3://")} == {False}
+    assert {t == me for u, t in reads if not u.startswith("s3://")} == {True}
