@@ -197,13 +197,6 @@ def _in_order(calls: Iterable[tuple], threads: int, ahead: int,
     window: collections.deque = collections.deque()  # futures, or calls to make in turn
     with contextlib.ExitStack() as stack:
         pool = None
-
-        def take(item):
-            if isinstance(item, Future):
-                return item.result()
-            function, *args = item
-            return function(*args)
-
         try:
             for function, *args in calls:
                 if inline is not None and inline(*args):
@@ -213,10 +206,18 @@ def _in_order(calls: Iterable[tuple], threads: int, ahead: int,
                         pool = stack.enter_context(ThreadPoolExecutor(max(1, threads)))
                     window.append(pool.submit(function, *args))
                 if len(window) >= ahead:
-                    yield take(window.popleft())
+                    yield _take(window.popleft())
             while window:
-                yield take(window.popleft())
+                yield _take(window.popleft())
         finally:
             for item in window:
                 if isinstance(item, Future):
                     item.cancel()
+
+
+def _take(item):
+    """The result of a window item: a future's, or the call's made now."""
+    if isinstance(item, Future):
+        return item.result()
+    function, *args = item
+    return function(*args)
