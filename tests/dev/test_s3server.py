@@ -22,6 +22,39 @@ def test_start_reuse_refuse_and_stop(tmp_path):
     assert not s3server.stop_detached(tmp_path)
 
 
+def test_connections_are_kept_alive_between_requests_and_stop_ends_the_server():
+    """As S3 keeps them: a client's second request goes out on the same connection."""
+    import http.client
+    import threading
+
+    def loops() -> int:
+        return sum(t.name == "dev-s3" for t in threading.enumerate())
+
+    before = loops()  # the session's own server may run beside this one
+    with s3server.running_server() as endpoint:
+        assert loops() == before + 1
+        conn = http.client.HTTPConnection(endpoint.removeprefix("http://"), timeout=10)
+        conn.request("PUT", "/keep-alive-bucket")
+        first = conn.getresponse()
+        first.read()
+        sock = conn.sock
+        conn.request("PUT", "/keep-alive-bucket/k", body=b"x" * 3000)
+        second = conn.getresponse()
+        second.read()
+        # boto3 asks leave to send even an empty body: the answer comes, not "100 Continue"
+        conn.request("PUT", "/keep-alive-bucket/empty", body=b"",
+                     headers={"Expect": "100-continue"})
+        third = conn.getresponse()
+        assert (first.status, second.status, third.status) == (200, 200, 200)
+        assert third.read() == b""
+        assert conn.sock is sock  # http.client reconnects where the server closed
+        assert first.getheader("Connection") != "close"
+        conn.close()
+    assert loops() == before
+    with pytest.raises(ConnectionRefusedError):  # nothing listens there any more
+        socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=5)
+
+
 def test_taken_port_is_named(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,7 +1,8 @@
-"""A local S3-compatible server for dev, demos and tests (moto's server mode, on loopback).
+"""A local S3-compatible server for dev, demos and tests (moto's S3 application, on loopback).
 
 Real S3 protocol over HTTP — boto3 talks to it exactly as to AWS or MinIO, pointed there by
-``AWS_ENDPOINT_URL``. State lives in memory for as long as the server runs.
+``AWS_ENDPOINT_URL``. State lives in memory for as long as the server runs. It is served by
+waitress, which keeps connections alive between requests as S3 does (:class:`Server`).
 
 ``recforge dev-s3 start`` runs it detached (pid file under the state folder) and prints how
 to stop it; tests use ``running_server()`` in-process.
@@ -399,29 +400,79 @@ def stand_in_for_s3() -> None:
     render_listings_directly()
 
 
+def _channel_class():
+    """waitress's connection handler, answering a request with nothing to wait for at once.
+
+    waitress (3.0) answers ``Expect: 100-continue`` with ``100 Continue`` whenever a
+    request's head is in, and marks the request incomplete until its body comes; a request
+    whose body is empty (boto3's PUT of an empty object) is then never answered."""
+    from waitress.channel import HTTPChannel
+    from waitress.parser import HTTPRequestParser
+
+    class Parser(HTTPRequestParser):
+        def received(self, data):
+            consumed = super().received(data)
+            if self.completed:  # the whole request is in: no body to invite
+                self.expect_continue = False
+            return consumed
+
+    class Channel(HTTPChannel):
+        parser_class = Parser
+
+    return Channel
+
+
+class Server:
+    """moto's S3 application behind waitress on 127.0.0.1: HTTP/1.1 with kept-alive
+    connections, as S3 keeps them. moto's own server (werkzeug's) closes every connection
+    after one answer, so each request paid a new TCP connection on the client's side."""
+
+    def __init__(self, port: int = 0):
+        import logging
+
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            create_backend_app,
+        )
+        from waitress.server import create_server
+
+        logging.getLogger("waitress").setLevel(logging.ERROR)  # "Task queue depth is 1"
+        stand_in_for_s3()
+        self._server = create_server(
+            DomainDispatcherApplication(create_backend_app), host="127.0.0.1", port=port,
+            threads=16, ident="recforge-dev-s3",
+            # a test session's many clients each keep connections: poll, not select (1,024
+            # descriptors), and room for them; S3 itself drops a connection idle ~20 s
+            asyncore_use_poll=True, connection_limit=4096, channel_timeout=20)
+        self._server.channel_class = _channel_class()
+        self.port = self._server.effective_port
+        self._thread = threading.Thread(target=self._server.run, name="dev-s3", daemon=True)
+
+    def start(self) -> str:
+        self._thread.start()
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        from waitress import wasyncore
+
+        server = self._server  # closed in the loop's own thread, which then ends
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        self._thread.join(10)
+        server.task_dispatcher.shutdown()
+
+
 @contextlib.contextmanager
 def running_server(port: int = 0):
     """An in-process server on 127.0.0.1; yields its endpoint URL."""
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
-    stand_in_for_s3()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port or free_port(), verbose=False)
-    server.start()
-    host, real_port = server.get_host_and_port()
+    server = Server(port)
     try:
-        yield f"http://127.0.0.1:{real_port}"
+        yield server.start()
     finally:
         server.stop()
 
 
 def serve(port: int) -> None:
-    from moto.server import ThreadedMotoServer
-
-    stand_in_for_s3()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = Server(port)
     server.start()
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     server.stop()
