@@ -67,3 +67,33 @@ def test_local_and_s3_in_one_list_keep_their_order_each_read_its_way(bucket, tmp
     me = threading.current_thread().name
     assert {t == me for u, t in reads if u.startswith("s3://")} == {False}
     assert {t == me for u, t in reads if not u.startswith("s3://")} == {True}
+
+
+def test_s3_objects_come_in_runs_each_fetched_by_one_thread(bucket, tmp_path, monkeypatch):
+    """A thread GETs ``batch`` consecutive objects and hands them over together; a local
+    file ends a run and is read by the consumer; the window still bounds what is held."""
+    uris = [f"s3://{bucket}/o{i}" for i in range(7)]
+    for i, uri in enumerate(uris):
+        storage.put_bytes(uri, str(i).encode())
+    (tmp_path / "local.bin").write_bytes(b"local")
+    order = uris[:4] + [str(tmp_path / "local.bin")] + uris[4:]
+    reads = _recording(monkeypatch)
+    got = storage.prefetch(order, threads=4, ahead=6, batch=3)
+    assert next(got) == b"0"
+    assert len(reads) <= 6  # two runs of three in flight at most
+    assert list(got) == [b"1", b"2", b"3", b"local", b"4", b"5", b"6"]
+    by_uri = dict(reads)
+    runs = [uris[0:3], uris[3:4], uris[4:7]]  # the local file cut the second run short
+    assert [len({by_uri[u] for u in run}) for run in runs] == [1, 1, 1]
+    assert by_uri[str(tmp_path / "local.bin")] == threading.current_thread().name
+
+
+def test_a_window_smaller_than_a_run_shortens_the_run(bucket, monkeypatch):
+    uris = [f"s3://{bucket}/o{i}" for i in range(6)]
+    for i, uri in enumerate(uris):
+        storage.put_bytes(uri, str(i).encode())
+    reads = _recording(monkeypatch)
+    got = storage.prefetch(uris, threads=2, ahead=2, batch=4)
+    assert next(got) == b"0"
+    assert len(reads) <= 2
+    assert list(got) == [str(i).encode() for i in range(1, 6)]
