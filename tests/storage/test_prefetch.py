@@ -78,7 +78,7 @@ def test_s3_objects_come_in_runs_each_fetched_by_one_thread(bucket, tmp_path, mo
     (tmp_path / "local.bin").write_bytes(b"local")
     order = uris[:4] + [str(tmp_path / "local.bin")] + uris[4:]
     reads = _recording(monkeypatch)
-    got = storage.prefetch(order, threads=4, ahead=6, batch=3)
+    got = storage.prefetch(order, threads=2, ahead=6, batch=3)
     assert next(got) == b"0"
     assert len(reads) <= 6  # two runs of three in flight at most
     assert list(got) == [b"1", b"2", b"3", b"local", b"4", b"5", b"6"]
@@ -97,3 +97,27 @@ def test_a_window_smaller_than_a_run_shortens_the_run(bucket, monkeypatch):
     assert next(got) == b"0"
     assert len(reads) <= 2
     assert list(got) == [str(i).encode() for i in range(1, 6)]
+
+
+def test_runs_never_leave_a_thread_idle_that_the_window_has_work_for(bucket, monkeypatch):
+    """A window of 2 x threads objects: runs of 2, so every thread has a GET in flight at
+    once (runs of 4 would fill only half of them, and the barrier would break)."""
+    from recforge.storage import objects
+
+    uris = [f"s3://{bucket}/o{i}" for i in range(12)]
+    for i, uri in enumerate(uris):
+        storage.put_bytes(uri, str(i).encode())
+    threads, real = 4, objects.get_bytes
+    barrier, started, lock = threading.Barrier(threads, timeout=10), [0], threading.Lock()
+
+    def get_bytes(uri):
+        with lock:
+            started[0] += 1
+            first_wave = started[0] <= threads
+        if first_wave:  # the first GETs wait until every thread has one in flight
+            barrier.wait()
+        return real(uri)
+
+    monkeypatch.setattr(objects, "get_bytes", get_bytes)
+    got = list(storage.prefetch(uris, threads=threads, ahead=2 * threads, batch=4))
+    assert got == [str(i).encode() for i in range(12)]
