@@ -55,6 +55,31 @@ def test_connections_are_kept_alive_between_requests_and_stop_ends_the_server():
         socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=5)
 
 
+def test_requests_are_routed_without_listing_motos_package_folder(monkeypatch):
+    """moto's router lists its package folder for every request; the server lists it once,
+    with the same answer."""
+    import http.client
+    import os
+
+    from moto import backends
+
+    with s3server.running_server() as endpoint:
+        assert "s3" in backends.list_of_moto_modules()
+        assert list(backends.list_of_moto_modules()) == list(backends.moto_list_of_moto_modules())
+
+        def no_listing(path):
+            raise AssertionError(f"listed {path} for a request")
+
+        monkeypatch.setattr(os, "listdir", no_listing)
+        conn = http.client.HTTPConnection(endpoint.removeprefix("http://"), timeout=10)
+        conn.request("PUT", "/routed-bucket")
+        answer = conn.getresponse()
+        answer.read()
+        conn.close()
+        monkeypatch.undo()
+        assert answer.status == 200
+
+
 def test_taken_port_is_named(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -233,6 +258,9 @@ def test_the_dev_extra_bounds_moto_to_the_versions_the_patches_support():
      "moto.s3.models.S3Backend.list_objects_v2(self, bucket, prefix, delimiter, "),
     ("moto.s3.responses:S3Response", "list_objects_v2", lambda self: None,
      "moto.s3.responses.S3Response.list_objects_v2 calling serialized"),
+    ("moto.moto_server.werkzeug_app:DomainDispatcherApplication", "get_backend_for_host",
+     lambda self, host: None, "DomainDispatcherApplication.get_backend_for_host calling "
+     "list_of_moto_modules"),
 ])
 def test_a_moto_without_a_patched_name_is_refused_naming_versions(monkeypatch, owner, name,
                                                                    replacement, said):
@@ -268,7 +296,8 @@ def test_the_server_refuses_an_unsupported_moto_before_patching_it():
         "    print('refused:', exc)\n"
         "print('patched:', any(hasattr(c, a) for c, a in ((models.S3Backend, "
         "'_recforge_listing'), (responses.S3Response, '_recforge_ranges'), "
-        "(responses.S3Response, '_recforge_render'))))\n")
+        "(responses.S3Response, '_recforge_render'))) or hasattr(__import__("
+        "'moto.backends').backends, 'moto_list_of_moto_modules'))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert "refused: the dev S3 server patches moto" in out and "patched: False" in out
