@@ -71,19 +71,25 @@ def area_9x8(gray: np.ndarray) -> np.ndarray:
         return cv2.resize(gray, (OUT_W, OUT_H), interpolation=cv2.INTER_AREA)
     (xs, xw), (ys, yw) = _area_tables(h, w)
     # per source row, each output column's products in OpenCV's order, summed one after
-    # the other (a reduction over the first axis adds whole rows in turn: no pairwise sum)
-    rows = np.add.reduce(gray.T[xs].astype(np.float32) * xw[:, :, None], axis=0)
+    # the other (a reduction over the first axis adds whole rows in turn: no pairwise sum);
+    # the ufunc makes the float32 products from the bytes, without a float32 copy first
+    rows = np.add.reduce(np.multiply(gray.T[xs], xw[:, :, None], dtype=np.float32), axis=0)
     sums = np.add.reduce(yw[:, :, None] * rows.T[ys], axis=0)
     return np.clip(np.rint(sums), 0, 255).astype(np.uint8)  # cvRound: half to even
 
 
-@functools.lru_cache(maxsize=512)
 def _area_tables(h: int, w: int) -> tuple:
     """OpenCV's area tables (``computeResizeAreaTab``) for columns, then rows, each as
     ``(source index, weight)`` arrays of shape (longest run, outputs), padded with
     weight 0 at the end of shorter runs (adding 0.0 changes no sum)."""
-    return (_padded(_area_tab(w, OUT_W, 1.0 / (OUT_W / w)), OUT_W),
-            _padded(_area_tab(h, OUT_H, 1.0 / (OUT_H / h)), OUT_H))
+    return _axis_table(w, OUT_W), _axis_table(h, OUT_H)
+
+
+@functools.lru_cache(maxsize=4096)
+def _axis_table(size: int, out: int) -> tuple:
+    """One axis's table, kept per length: records resized to a short side share it on that
+    side, so a night meets a few hundred lengths however many images it packs."""
+    return _padded(_area_tab(size, out, 1.0 / (out / size)), out)
 
 
 def _area_tab(ssize: int, dsize: int, scale: float) -> list[tuple[int, int, float]]:
