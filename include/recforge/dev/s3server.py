@@ -397,8 +397,9 @@ def render_listings_directly() -> None:
 def route_without_listing_moto() -> None:
     """moto's router asks, for every request, whether the request's host names one of
     moto's service packages, by listing moto's package folder and checking each of its
-    ~180 entries is a folder, twice a request: ~40 % of the server's CPU for a small GET.
-    The folder does not change while the server runs, so it is listed once."""
+    ~180 entries is a folder, under the lock every request takes: ~40 % of the server's
+    CPU for a small GET. The folder does not change while the server runs, so it is listed
+    once."""
     from moto import backends
 
     if hasattr(backends, "moto_list_of_moto_modules"):
