@@ -10,6 +10,7 @@ reader a user points at the file.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 
 from recforge.storage.objects import get_bytes, iter_chunks, put_bytes
@@ -17,14 +18,16 @@ from recforge.storage.objects import get_bytes, iter_chunks, put_bytes
 # the line breaks of str.splitlines that JSON leaves raw inside a string (it escapes < 0x20)
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028",
                               "\u2029": "\\u2029"})
+# json.dumps(row, ensure_ascii=False, sort_keys=True) without a new encoder for every row
+_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 
 
 def jsonl_line(row) -> str:
     """One JSON-lines row, without its ``\\n``: keys sorted, text as UTF-8, no line break
     any line reader would split at."""
-    import json
-
-    return json.dumps(row, ensure_ascii=False, sort_keys=True).translate(_LINE_BREAKS)
+    text = _ROW_ENCODER.encode(row)
+    # all three are past ASCII: an ASCII row (most rows) has none to escape
+    return text if text.isascii() else text.translate(_LINE_BREAKS)
 
 
 def jsonl_bytes(rows: Iterable) -> bytes:
@@ -33,14 +36,10 @@ def jsonl_bytes(rows: Iterable) -> bytes:
 
 def parse_jsonl(data: bytes) -> list:
     """The rows of JSON-lines bytes (split on ``\\n`` only; blank lines skipped)."""
-    import json
-
     return [json.loads(line) for line in data.split(b"\n") if line.strip()]
 
 
 def read_json(uri: str):
-    import json
-
     return json.loads(get_bytes(uri).decode("utf-8"))
 
 
@@ -48,8 +47,6 @@ def json_bytes(obj, indent: int | None = 2) -> bytes:
     """The bytes ``write_json`` writes for ``obj``: indented for people to read, or on one
     line (``indent=None``) for a large document only programs read — Python's indenting
     encoder is pure Python, several times slower than the compact one."""
-    import json
-
     return (json.dumps(obj, indent=indent, sort_keys=True, ensure_ascii=False)
             + "\n").encode("utf-8")
 
@@ -76,8 +73,6 @@ def iter_lines(uri: str, digest=None) -> Iterator[bytes]:
 
 def iter_jsonl(uri: str) -> Iterator[dict]:
     """The rows of a JSON-lines object one by one, without holding the whole text."""
-    import json
-
     for line in iter_lines(uri):
         if line.strip():
             yield json.loads(line)
