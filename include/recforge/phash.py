@@ -86,41 +86,40 @@ def _area_tables(h: int, w: int) -> tuple:
 
 
 @functools.lru_cache(maxsize=4096)
-def _axis_table(size: int, out: int) -> tuple:
+def _axis_table(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     """One axis's table, kept per length: records resized to a short side share it on that
-    side, so a night meets a few hundred lengths however many images it packs."""
-    return _padded(_area_tab(size, out, 1.0 / (out / size)), out)
-
-
-def _area_tab(ssize: int, dsize: int, scale: float) -> list[tuple[int, int, float]]:
-    """``(output, source, weight)`` in OpenCV's order, its double arithmetic, float32
-    weights (``scale`` as OpenCV computes it: the inverse of the inverse scale)."""
-    tab = []
-    for d in range(dsize):
-        f1 = d * scale
-        f2 = f1 + scale
-        cell = min(scale, ssize - f1)
-        s2 = min(math.floor(f2), ssize - 1)
-        s1 = min(math.ceil(f1), s2)
-        if s1 - f1 > 1e-3:
-            tab.append((d, s1 - 1, np.float32((s1 - f1) / cell)))
-        tab.extend((d, s, np.float32(1.0 / cell)) for s in range(s1, s2))
-        if f2 - s2 > 1e-3:
-            tab.append((d, s2, np.float32(min(min(f2 - s2, 1.0), cell) / cell)))
-    return tab
-
-
-def _padded(tab: list[tuple[int, int, float]], dsize: int) -> tuple[np.ndarray, np.ndarray]:
-    runs: list[list[tuple[int, float]]] = [[] for _ in range(dsize)]
-    for d, s, weight in tab:
-        runs[d].append((s, weight))
-    longest = max(len(r) for r in runs)
-    index = np.zeros((longest, dsize), np.intp)
-    weights = np.zeros((longest, dsize), np.float32)
-    for d, run in enumerate(runs):
-        for i, (s, weight) in enumerate(run):
-            index[i, d], weights[i, d] = s, weight
+    side, so a night meets a few hundred lengths however many images it packs. Built with
+    numpy a run at a time (~0.05 ms, against ~0.5 entry by entry), since a pack task's
+    process meets most lengths once."""
+    scale = 1.0 / (out / size)  # as OpenCV computes it: the inverse of the inverse scale
+    runs = [_area_run(d, size, scale) for d in range(out)]
+    longest = max(len(sources) for sources, _ in runs)
+    index = np.zeros((longest, out), np.intp)
+    weights = np.zeros((longest, out), np.float32)
+    for d, (sources, run_weights) in enumerate(runs):
+        index[:len(sources), d] = sources
+        weights[:len(sources), d] = run_weights
     return index, weights
+
+
+def _area_run(d: int, ssize: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Output ``d``'s sources and float32 weights in OpenCV's order
+    (``computeResizeAreaTab``, its double arithmetic): a partial first source, the whole
+    ones, a partial last one."""
+    f1 = d * scale
+    f2 = f1 + scale
+    cell = min(scale, ssize - f1)
+    s2 = min(math.floor(f2), ssize - 1)
+    s1 = min(math.ceil(f1), s2)
+    first = s1 - f1 > 1e-3
+    last = f2 - s2 > 1e-3
+    sources = np.arange(s1 - first, s2 + last, dtype=np.intp)
+    weights = np.full(len(sources), 1.0 / cell)
+    if first:
+        weights[0] = (s1 - f1) / cell
+    if last:
+        weights[-1] = min(min(f2 - s2, 1.0), cell) / cell
+    return sources, weights.astype(np.float32)
 
 
 def hamming(a: str, b: str) -> int:
