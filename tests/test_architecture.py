@@ -20,7 +20,7 @@ PACKAGE = REPO / "include" / "recforge"
 # package). Read bottom-up, this is the data's path: spec → format → engines → run → stages
 # → pipeline → the Airflow edge → the command line and dev conveniences.
 FLOORS = [
-    {"errors", "settings", "kinds"},
+    {"errors", "settings", "kinds", "allocator"},
     {"spec"},
     {"storage", "quarantine", "progress", "phash", "imaging", "format"},
     {"segmentation", "detection", "im2rec", "crash_isolation"},

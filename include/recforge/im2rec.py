@@ -473,6 +473,9 @@ def encode_all(cfg: Config, items, workers: int):
     A sliding window of at most ``4 * workers`` chunks is in flight, so memory stays
     bounded however long the list is.
     """
+    from recforge.allocator import keep_freed_memory
+
+    keep_freed_memory()  # set before the workers fork: they inherit it
     if workers <= 1:
         for it in items:
             yield encode_item(cfg, it)

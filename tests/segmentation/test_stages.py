@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recforge import quarantine, run_state, storage
+from recforge import allocator, quarantine, run_state, storage
 from recforge.format import validate
 from recforge.run import Run
 from recforge.spec import parse_spec
@@ -44,8 +44,10 @@ def source(tmp_path):
     return src, ids_of
 
 
-def test_segmentation_run(tmp_path, source):
+def test_segmentation_run(tmp_path, source, monkeypatch):
     src, ids_of = source
+    kept = []  # each image stage's process keeps the memory one image frees for the next
+    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: kept.append(1) or True)
     spec = parse_spec({
         "name": "city", "task": "segmentation",
         "source": {"uri": str(src), "pairs": {
@@ -64,6 +66,7 @@ def test_segmentation_run(tmp_path, source):
     for sid in shards:
         convert_masks.convert_masks(run, sid)
         pack.pack(run, sid)
+    assert len(kept) == 2 * len(shards)
     converted = storage.read_jsonl(run.converted_masks("train-00000"))
     assert all(storage.exists(r["mask_uri"]) and r["mask_uri"].startswith(run.masks("train-00000"))
                for r in converted)

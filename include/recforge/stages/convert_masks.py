@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from recforge import crash_isolation, quarantine, storage
+from recforge import allocator, crash_isolation, quarantine, storage
 from recforge.format import names
 from recforge.run import Run
 from recforge.segmentation.masks import MaskRejected, convert_keyed, convert_rows, converter_for
@@ -22,6 +22,7 @@ def convert_masks(run: Run, shard_id: str) -> dict:
     """Convert one shard's masks. Like ``pack``, an attempt that follows one that died
     without an error (``crash_isolation.attempt_marker``) decodes each mask in a child
     process and quarantines the pair whose mask kills the decoder."""
+    allocator.keep_freed_memory()  # one mask's buffers serve the next, as in pack
     with crash_isolation.attempt_marker(run.masks(shard_id, names.MASKS_ATTEMPT),
                                         f"masks {shard_id}") as isolated:
         return _convert_masks(run, shard_id, isolated)

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from recforge import crash_isolation, phash, quarantine, storage
+from recforge import allocator, crash_isolation, phash, quarantine, storage
 from recforge.detection.records import DetectionLabels
 from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
@@ -150,6 +150,7 @@ def pack(run: Run, shard_id: str) -> dict:
     set while it packed; Linux), ``s3_requests`` (by operation, retries included) and
     ``s3_bytes`` (body bytes this process moved: ``down``, ``up``; server-side copies move
     none)."""
+    allocator.keep_freed_memory()  # one image's buffers serve the next: no page faults
     reset_peak_rss()
     before, moved = storage.request_counts(), storage.transferred()
     with crash_isolation.attempt_marker(run.shard_output(shard_id, names.PACK_ATTEMPT),
