@@ -445,7 +445,7 @@ _WORKER_CFG: Config | None = None
 def _init_worker(cfg: Config) -> None:
     """Pool worker setup: leave SIGINT/SIGTERM to the parent, which stops the pool and
     cleans up. (OpenCV runs one thread here: set in the parent before the fork, because
-    ``cv2.setNumThreads`` in a forked child can deadlock.)"""
+    ``cv2.setNumThreads`` in a forked child can hang: ``imaging.one_opencv_thread``.)"""
     global _WORKER_CFG
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -482,28 +482,23 @@ def encode_all(cfg: Config, items, workers: int):
         return
     import multiprocessing
 
-    import cv2
+    from recforge.imaging import one_opencv_thread
 
-    # OpenCV's thread pool does not survive fork: a child of a process whose pool has
-    # run deadlocks in its first parallel call. One thread in the parent while forking.
-    parent_threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    ctx = multiprocessing.get_context("fork")  # workers start in ms and share the imports
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(cfg,))
-    window: collections.deque = collections.deque()
-    try:
-        for batch in _chunks(items, CHUNK):
-            window.append((batch, pool.submit(_encode_chunk, batch)))
-            if len(window) >= 4 * workers:
+    with one_opencv_thread():  # in the parent while it forks: the workers start with it
+        ctx = multiprocessing.get_context("fork")  # workers start in ms, share the imports
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(cfg,))
+        window: collections.deque = collections.deque()
+        try:
+            for batch in _chunks(items, CHUNK):
+                window.append((batch, pool.submit(_encode_chunk, batch)))
+                if len(window) >= 4 * workers:
+                    yield from _collect(window.popleft())
+            while window:
                 yield from _collect(window.popleft())
-        while window:
-            yield from _collect(window.popleft())
-    except BaseException:  # error, signal, or the consumer gave up: stop workers now
-        _kill_pool(pool)
-        raise
-    finally:
-        cv2.setNumThreads(parent_threads)
+        except BaseException:  # error, signal, or the consumer gave up: stop workers now
+            _kill_pool(pool)
+            raise
     pool.shutdown(wait=True)
 
 

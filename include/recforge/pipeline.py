@@ -48,10 +48,13 @@ def shards_in_pool(jobs: list, workers: int, progress: Progress) -> list[dict]:
     and decodes each image in a child process (``recforge.crash_isolation``), so the
     image responsible is quarantined. A second break raises."""
     results: dict[int, dict] = {}
+    from recforge.imaging import one_opencv_thread  # OpenCV only where shards run
+
     for attempt in range(2):
         todo = [k for k in range(len(jobs)) if k not in results]
         try:
-            with ProcessPoolExecutor(workers) as pool:
+            # the workers fork with OpenCV on one thread, the count their stages want
+            with one_opencv_thread(), ProcessPoolExecutor(workers) as pool:
                 futures = {pool.submit(_shard_stages, jobs[k]): k for k in todo}
                 for f in as_completed(futures):
                     results[futures[f]] = f.result()

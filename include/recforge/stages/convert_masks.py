@@ -11,6 +11,7 @@ import logging
 
 from recforge import allocator, crash_isolation, quarantine, storage
 from recforge.format import names
+from recforge.imaging import one_opencv_thread
 from recforge.run import Run
 from recforge.segmentation.masks import MaskRejected, convert_keyed, convert_rows, converter_for
 from recforge.spec import specs_dir
@@ -21,10 +22,11 @@ log = logging.getLogger(__name__)
 def convert_masks(run: Run, shard_id: str) -> dict:
     """Convert one shard's masks. Like ``pack``, an attempt that follows one that died
     without an error (``crash_isolation.attempt_marker``) decodes each mask in a child
-    process and quarantines the pair whose mask kills the decoder."""
+    process and quarantines the pair whose mask kills the decoder. OpenCV runs on this
+    thread alone, as in pack (``imaging.one_opencv_thread``)."""
     allocator.keep_freed_memory()  # one mask's buffers serve the next, as in pack
     with crash_isolation.attempt_marker(run.masks(shard_id, names.MASKS_ATTEMPT),
-                                        f"masks {shard_id}") as isolated:
+                                        f"masks {shard_id}") as isolated, one_opencv_thread():
         return _convert_masks(run, shard_id, isolated)
 
 

@@ -22,13 +22,22 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import cv2
+
 from recforge import allocator, crash_isolation, phash, quarantine, storage
 from recforge.detection.records import DetectionLabels
 from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
 from recforge.format.paired import validate_mask_split
 from recforge.format.validate import validate_split
-from recforge.imaging import EncodedImage, ImageRejected, PackOptions, decode, process_hashed
+from recforge.imaging import (
+    EncodedImage,
+    ImageRejected,
+    PackOptions,
+    decode,
+    one_opencv_thread,
+    process_hashed,
+)
 from recforge.incremental import cache
 from recforge.kinds import kind, kind_of
 from recforge.progress import Progress, peak_rss_mb, reset_peak_rss
@@ -144,7 +153,8 @@ def pack(run: Run, shard_id: str) -> dict:
     removed however the attempt ends in Python (success or an exception); one still there
     at the start means the previous attempt died without an error — a decoder crash, the
     memory limit, a kill — so this attempt decodes each image in a child process
-    (``recforge.crash_isolation``) and quarantines the one that kills it.
+    (``recforge.crash_isolation``) and quarantines the one that kills it. OpenCV runs on
+    this thread alone (``imaging.one_opencv_thread``): the shards are the parallelism.
 
     The result states what the shard cost: ``peak_rss_mb`` (this process's peak resident
     set while it packed; Linux), ``s3_requests`` (by operation, retries included) and
@@ -154,7 +164,7 @@ def pack(run: Run, shard_id: str) -> dict:
     reset_peak_rss()
     before, moved = storage.request_counts(), storage.transferred()
     with crash_isolation.attempt_marker(run.shard_output(shard_id, names.PACK_ATTEMPT),
-                                        f"shard {shard_id}") as isolated:
+                                        f"shard {shard_id}") as isolated, one_opencv_thread():
         result = _pack(run, shard_id, isolated)
     after = storage.request_counts()
     requests = {op: n - before.get(op, 0) for op, n in sorted(after.items())
@@ -188,8 +198,8 @@ def _pack(run: Run, shard_id: str, isolated: bool) -> dict:
             counts = pack_cached(run, shard_id, rows, work, isolated)
             if counts.get("reused"):
                 return {"shard": shard_id, **counts}
-    log.info("shard %s: packed %d, quarantined %d (%d in all)", shard_id, counts["packed"],
-             counts["quarantined"], len(rows))
+    log.info("shard %s: packed %d, quarantined %d (%d in all; OpenCV threads %d)", shard_id,
+             counts["packed"], counts["quarantined"], len(rows), cv2.getNumThreads())
     return {"shard": shard_id, **counts}
 
 
