@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from recforge import phash
+from recforge import allocator, phash
 
 log = logging.getLogger(__name__)
 
@@ -683,6 +683,16 @@ def one_opencv_thread():
         yield
     finally:
         cv2.setNumThreads(before)
+
+
+@contextlib.contextmanager
+def packing_process():
+    """What a process that packs image after image runs under (pack, convert_masks): the
+    memory one image frees kept for the next (``allocator.keep_freed_memory``) and OpenCV
+    on this thread alone (:func:`one_opencv_thread`)."""
+    allocator.keep_freed_memory()
+    with one_opencv_thread():
+        yield
 
 
 # ---------------------------------------------------------------- the whole path

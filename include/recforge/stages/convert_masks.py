@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from recforge import allocator, crash_isolation, quarantine, storage
+from recforge import crash_isolation, quarantine, storage
 from recforge.format import names
-from recforge.imaging import one_opencv_thread
+from recforge.imaging import packing_process
 from recforge.run import Run
 from recforge.segmentation.masks import MaskRejected, convert_keyed, convert_rows, converter_for
 from recforge.spec import specs_dir
@@ -22,11 +22,10 @@ log = logging.getLogger(__name__)
 def convert_masks(run: Run, shard_id: str) -> dict:
     """Convert one shard's masks. Like ``pack``, an attempt that follows one that died
     without an error (``crash_isolation.attempt_marker``) decodes each mask in a child
-    process and quarantines the pair whose mask kills the decoder. OpenCV runs on this
-    thread alone, as in pack (``imaging.one_opencv_thread``)."""
-    allocator.keep_freed_memory()  # one mask's buffers serve the next, as in pack
+    process and quarantines the pair whose mask kills the decoder. It runs as a packing
+    process, as pack does (``imaging.packing_process``)."""
     with crash_isolation.attempt_marker(run.masks(shard_id, names.MASKS_ATTEMPT),
-                                        f"masks {shard_id}") as isolated, one_opencv_thread():
+                                        f"masks {shard_id}") as isolated, packing_process():
         return _convert_masks(run, shard_id, isolated)
 
 

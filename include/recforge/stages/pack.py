@@ -24,7 +24,7 @@ from pathlib import Path
 
 import cv2
 
-from recforge import allocator, crash_isolation, phash, quarantine, storage
+from recforge import crash_isolation, phash, quarantine, storage
 from recforge.detection.records import DetectionLabels
 from recforge.errors import ValidationFailed
 from recforge.format import names, recordio
@@ -35,7 +35,7 @@ from recforge.imaging import (
     ImageRejected,
     PackOptions,
     decode,
-    one_opencv_thread,
+    packing_process,
     process_hashed,
 )
 from recforge.incremental import cache
@@ -153,18 +153,18 @@ def pack(run: Run, shard_id: str) -> dict:
     removed however the attempt ends in Python (success or an exception); one still there
     at the start means the previous attempt died without an error — a decoder crash, the
     memory limit, a kill — so this attempt decodes each image in a child process
-    (``recforge.crash_isolation``) and quarantines the one that kills it. OpenCV runs on
-    this thread alone (``imaging.one_opencv_thread``): the shards are the parallelism.
+    (``recforge.crash_isolation``) and quarantines the one that kills it. It runs as a
+    packing process (``imaging.packing_process``: freed memory kept for the next image,
+    OpenCV on this thread alone, the shards being the parallelism).
 
     The result states what the shard cost: ``peak_rss_mb`` (this process's peak resident
     set while it packed; Linux), ``s3_requests`` (by operation, retries included) and
     ``s3_bytes`` (body bytes this process moved: ``down``, ``up``; server-side copies move
     none)."""
-    allocator.keep_freed_memory()  # one image's buffers serve the next: no page faults
     reset_peak_rss()
     before, moved = storage.request_counts(), storage.transferred()
     with crash_isolation.attempt_marker(run.shard_output(shard_id, names.PACK_ATTEMPT),
-                                        f"shard {shard_id}") as isolated, one_opencv_thread():
+                                        f"shard {shard_id}") as isolated, packing_process():
         result = _pack(run, shard_id, isolated)
     after = storage.request_counts()
     requests = {op: n - before.get(op, 0) for op, n in sorted(after.items())
