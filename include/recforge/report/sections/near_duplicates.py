@@ -17,12 +17,17 @@ NEAR_DUP_PAIRS = 12
 NEAR_DUP_MAX_CANDIDATES = 5_000_000
 
 
-def _pairs(by_split: dict[str, list], threshold: int) -> list[tuple[int, dict, dict]]:
-    """(bits apart, record, record) of every near pair across two splits; ValueError when
-    the candidates exceed ``NEAR_DUP_MAX_CANDIDATES``."""
+def _pairs(by_split: dict[str, list], threshold: int) -> tuple[int, list[tuple[int, dict, dict]]]:
+    """How many near pairs there are across two splits, and the closest ``NEAR_DUP_PAIRS``
+    as (bits apart, record, record): fewest bits first, then by the first record's split and
+    key, then in search order. Only those few become Python objects; the rest stay arrays, so
+    a night with millions of pairs costs no list of them. ValueError when the candidates
+    exceed ``NEAR_DUP_MAX_CANDIDATES``."""
+    import numpy as np
+
     from recforge import phash
 
-    pairs = []
+    total, closest = 0, []
     splits = sorted(by_split)
     for i, a in enumerate(splits):
         for b in splits[i + 1:]:
@@ -30,8 +35,14 @@ def _pairs(by_split: dict[str, list], threshold: int) -> list[tuple[int, dict, d
             ii, jj, dist = phash.near_pairs(phash.to_uint64([r["phash"] for r in ra]),
                                             phash.to_uint64([r["phash"] for r in rb]),
                                             threshold, NEAR_DUP_MAX_CANDIDATES)
-            pairs += [(int(d), ra[x], rb[y]) for x, y, d in zip(ii, jj, dist, strict=True)]
-    return pairs
+            total += len(ii)
+            keys = np.array([r["key"] for r in ra])[ii]
+            # a stable sort: equal bits and key keep the search's order, as the list did
+            first = (np.lexsort((keys, dist)) if keys.dtype != object
+                     else sorted(range(len(ii)), key=lambda k: (dist[k], keys[k])))
+            closest += [(int(dist[k]), ra[ii[k]], rb[jj[k]]) for k in first[:NEAR_DUP_PAIRS]]
+    closest.sort(key=lambda p: (p[0], p[1]["split"], p[1]["key"]))
+    return total, closest[:NEAR_DUP_PAIRS]
 
 
 def render(ctx: Context) -> str:
@@ -46,13 +57,12 @@ def render(ctx: Context) -> str:
         if isinstance(h, str) and len(h) == phash.HEX_DIGITS:
             by_split[r["split"]].append(r)
     try:
-        pairs = _pairs(by_split, threshold)
+        total, pairs = _pairs(by_split, threshold)
     except ValueError as exc:  # too many candidates for a report: say so
         return f'<p class="muted">Near-duplicate search skipped: {escape(str(exc))}</p>'
-    if not pairs:
+    if not total:
         return (f'<p class="pass">No record has a near-duplicate in another split '
                 f'(dHash within {threshold} bits).</p>')
-    pairs.sort(key=lambda p: (p[0], p[1]["split"], p[1]["key"]))
     check = ((inp.quality or {}).get("checks") or {}).get("near_duplicates") or {}
     gate = {"fail": " The checklist blocks publish on them.",
             "warn": " The checklist warns about them: they do not block publish."}.get(
@@ -60,12 +70,12 @@ def render(ctx: Context) -> str:
     if splits_from_source((inp.manifest or {}).get("spec")):
         gate += (" The splits are the source's own (splits.from: source): the pairs are "
                  "kept as the publisher ships them.")
-    out = [f"<p>{len(pairs)} pair(s) of records in different splits whose perceptual hash "
+    out = [f"<p>{total} pair(s) of records in different splits whose perceptual hash "
            f"(dHash) differs in at most {threshold} bits: most likely one photo cropped, "
            "resized or re-encoded, so the model is validated on images it has nearly seen in "
-           f"training.{gate} The closest {min(len(pairs), NEAR_DUP_PAIRS)}:</p>"]
-    reader.prefetch([r for _, a, b in pairs[:NEAR_DUP_PAIRS] for r in (a, b)])
-    for d, a, b in pairs[:NEAR_DUP_PAIRS]:
+           f"training.{gate} The closest {len(pairs)}:</p>"]
+    reader.prefetch([r for _, a, b in pairs for r in (a, b)])
+    for d, a, b in pairs:
         figs = "".join(
             figure(data_uri(img) if (img := reader.image(r)) is not None else None, r,
                    split=True) for r in (a, b))
