@@ -47,9 +47,9 @@ def shards_in_pool(jobs: list, workers: int, progress: Progress) -> list[dict]:
     not finished then run once more in a new pool, where pack finds their attempt markers
     and decodes each image in a child process (``recforge.crash_isolation``), so the
     image responsible is quarantined. A second break raises."""
-    results: dict[int, dict] = {}
     from recforge.imaging import one_opencv_thread  # OpenCV only where shards run
 
+    results: dict[int, dict] = {}
     for attempt in range(2):
         todo = [k for k in range(len(jobs)) if k not in results]
         try:

@@ -35,6 +35,8 @@ def _pairs(by_split: dict[str, list], threshold: int) -> tuple[int, list[tuple[i
             ii, jj, dist = phash.near_pairs(phash.to_uint64([r["phash"] for r in ra]),
                                             phash.to_uint64([r["phash"] for r in rb]),
                                             threshold, NEAR_DUP_MAX_CANDIDATES)
+            if not len(ii):
+                continue
             total += len(ii)
             keys = np.array([r["key"] for r in ra])[ii]
             # a stable sort: equal bits and key keep the search's order, as the list did
