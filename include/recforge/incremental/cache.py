@@ -407,10 +407,10 @@ def write_entry(run: Run, rows: list[dict], work: Path, files: tuple[str, ...], 
             if listed.exists() else [])
     rec = names.rec(names.SHARD_PART)
     known = meta.get("files", {})  # hashed as pack wrote them: not read again to upload
-    with ThreadPoolExecutor(len(files)) as pool:
+    with ThreadPoolExecutor(len(files)) as pool:  # moved: a local entry takes the files
         list(pool.map(lambda f: storage.upload(
             work / f, storage.join(entry, f), runs if f == rec else (),
-            sha256=(known.get(f) or {}).get("sha256")), files))
+            sha256=(known.get(f) or {}).get("sha256"), move=True), files))
     found = {o.key: [o.size, o.etag] for o in storage.list_objects(entry)}
     storage.write_json(storage.join(entry, ENTRY), {
         "files": {f: found[f] for f in files}, "meta": meta,

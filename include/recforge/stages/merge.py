@@ -276,8 +276,8 @@ def account_beside_items(run: Run, accounting: Reconciler, digest=None
 
 
 def _upload_and_drop(path: Path, out: str) -> None:
-    storage.upload(path, storage.join(out, path.name))
-    path.unlink()
+    storage.upload(path, storage.join(out, path.name), move=True)
+    path.unlink(missing_ok=True)
 
 
 def _listed_keys(uri: str, digest) -> Iterable[str]:

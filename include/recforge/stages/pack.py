@@ -141,10 +141,12 @@ def describe_shard(run: Run, shard_id: str, work: Path, masks: bool,
 
 def upload_shard(run: Run, shard_id: str, work: Path, masks: bool) -> None:
     """Check the shard in ``work`` and upload it, ``shard.json`` last: merge takes the sizes
-    and checksums from it, and its presence means the shard is whole."""
+    and checksums from it, and its presence means the shard is whole. The files are moved
+    there (a local store takes them without a copy)."""
     meta = describe_shard(run, shard_id, work, masks)
     for name, digest in meta["files"].items():
-        storage.upload(work / name, run.shard_output(shard_id, name), sha256=digest["sha256"])
+        storage.upload(work / name, run.shard_output(shard_id, name), sha256=digest["sha256"],
+                       move=True)
     storage.write_json(run.shard_output(shard_id, names.SHARD_META), meta)
 
 

@@ -3,7 +3,10 @@ multipart ``UploadPartCopy``: no byte of a large part passes through this proces
 
 from __future__ import annotations
 
+import errno
 import itertools
+import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -156,6 +159,34 @@ def plan_compose(sizes: list[int]) -> list[tuple[str, int, int, int]]:
     return pieces
 
 
+def _append_file(src: Path, out) -> None:
+    """Append the local file ``src`` to ``out`` (a local file open for binary writing) in the
+    kernel (``copy_file_range``: no copy through user space, a block-sharing copy where the
+    file system has one); where the kernel cannot join the two files (another file system
+    on an older kernel, a platform without the call) the bytes are read and written."""
+    out.flush()
+    with open(src, "rb") as f:
+        left = os.fstat(f.fileno()).st_size
+        try:
+            while left > 0:
+                n = os.copy_file_range(f.fileno(), out.fileno(), left)
+                if n == 0:  # the file shrank under us: what read() would now see
+                    break
+                left -= n
+        except (AttributeError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in _NO_KERNEL_COPY:
+                raise
+            # the call moved both files' offsets by what it copied; carry on from there
+            f.seek(os.lseek(f.fileno(), 0, os.SEEK_CUR))
+            shutil.copyfileobj(f, out, 1 << 20)
+        out.seek(0, os.SEEK_END)  # the writer's position, past what the kernel wrote
+
+
+# copy_file_range's answers where the kernel cannot copy between these two files
+_NO_KERNEL_COPY = {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF,
+                   errno.EPERM}
+
+
 def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list[int]:
     """Write ``dest`` as the concatenation of ``parts`` (URIs, in order); returns each part's
     byte offset in ``dest``. ``sizes`` (the parts' sizes, when known) saves a HEAD each.
@@ -177,6 +208,16 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
             for chunk in iter_chunks(uri):
                 out.write(chunk)
 
+    def joined_in(path: Path) -> None:
+        """``parts`` into the local file ``path``: a local part's bytes copied by the
+        kernel, file to file, never through this process's memory."""
+        with open(path, "wb") as out:
+            for uri in parts:
+                if is_s3(uri):
+                    concatenated([uri], out)
+                else:
+                    _append_file(local_path(uri), out)
+
     pieces = plan_compose(sizes) if is_s3(dest) and all(map(is_s3, parts)) else []
     if len(pieces) == 1 and pieces[0][0] == "copy" and sizes[pieces[0][1]] == sum(sizes) \
             and "-" not in head(parts[pieces[0][1]]).etag:
@@ -189,8 +230,7 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = partial_path(path)
         try:
-            with open(tmp, "wb") as out:
-                concatenated(parts, out)
+            joined_in(tmp)
             tmp.replace(path)
         finally:
             tmp.unlink(missing_ok=True)
@@ -198,8 +238,7 @@ def compose(parts: list[str], dest: str, sizes: list[int] | None = None) -> list
     if len(pieces) <= 1 and not any(p[0] == "copy" for p in pieces):
         with tempfile.TemporaryDirectory(prefix="recforge-compose-") as tmp:
             joined = Path(tmp) / "joined"
-            with open(joined, "wb") as out:
-                concatenated(parts, out)
+            joined_in(joined)
             upload(joined, dest)
         return bases
 

@@ -7,6 +7,7 @@ objects only, as on S3, even beside a writer."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -143,28 +144,44 @@ def put_bytes(uri: str, data: bytes, content_type: str = "application/octet-stre
 
 
 def upload(src: str | os.PathLike, uri: str,
-           reusing: Iterable[multipart.Reusable] = (), sha256: str | None = None) -> str:
+           reusing: Iterable[multipart.Reusable] = (), sha256: str | None = None,
+           move: bool = False) -> str:
     """Upload a local file; returns its SHA-256 (hex), hashed from the file it sent, or
     ``sha256`` where the caller hashed it as it wrote it (it goes with a one-request upload
     as the object's checksum, which S3 checks the bytes against). ``reusing``: runs of it
     the store already holds, copied there rather than sent (``multipart.upload_file``; S3
-    only)."""
+    only). ``move``: the caller is done with ``src``, so a local destination on its file
+    system takes the file itself (a rename: atomic, no byte copied) and ``src`` is gone;
+    elsewhere ``src`` is copied and left as it was."""
     digest = sha256 or recording.sha256_file(src)
     if is_s3(uri):
         multipart.upload_file(src, uri, sha256=digest, reusing=list(reusing))
     else:
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = partial_path(path)
-        try:
-            shutil.copyfile(src, tmp)
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        if not (move and _renamed(Path(src), path)):
+            tmp = partial_path(path)
+            try:
+                shutil.copyfile(src, tmp)
+                tmp.replace(path)
+            finally:
+                tmp.unlink(missing_ok=True)
     if recording.active():
         info = head(uri)
         recording.record(uri, info.size, digest, info.etag, info.checksum)
     return digest
+
+
+def _renamed(src: Path, dest: Path) -> bool:
+    """``src`` renamed to ``dest`` (replacing it), or False where they are on two file
+    systems, which a rename cannot join."""
+    try:
+        src.replace(dest)
+    except OSError as exc:
+        if exc.errno == errno.EXDEV:
+            return False
+        raise
+    return True
 
 
 def _unless_missing(request):
