@@ -12,13 +12,15 @@ On N photo-like JPEGs (``bench_pack.generate(..., "photos", N)``: half ImageNet-
   says which.
 
 Every build is a fresh dataset (a new publish root and staging), so the shard cache never
-makes it free. Reported: medians of ``--repeat`` rounds of each whole command, its ratio to
-im2rec.py, its CPU seconds and the S3 server's beside it (``cpu``: on these cores no
-schedule goes below their sum over the core count, the "floor" column), each build's
-per-stage seconds (``recforge build --json``'s ``seconds``), the
-pack stage's rate (images / pack seconds) next to ``recforge im2rec``'s, the largest pack
-task's peak memory and the S3 requests per image. ``--shard-size 5000`` packs all the photos
-in one task, for the memory of a 5,000-image shard.
+makes it free. Each command's output is removed once it is measured (through S3: from the
+server), so its writeback never runs beside the next command. Reported: medians of
+``--repeat`` rounds of each whole command, its ratio to im2rec.py, its CPU seconds and the
+S3 server's beside it (``cpu``: on these cores no schedule goes below their sum over the
+core count, the "floor" column), each build's per-stage seconds (``recforge build
+--json``'s ``seconds``), the pack stage's rate (images / pack seconds) next to ``recforge
+im2rec``'s, the largest pack task's peak memory and the S3 requests per image.
+``--shard-size 5000`` packs all the photos in one task, for the memory of a 5,000-image
+shard.
 
 ``--sizes N1,N2`` measures what grows with the data apart from fixed start-up: each round
 runs (a), (c) and (d) (and (b) with ``--with-recforge-im2rec``) at N1 photos, then at N2 (the
@@ -239,6 +241,18 @@ def profile(tree: Path, count: int) -> None:
         print(f"{Path(file).name + ':' + fn:<48}{1000 * cum / len(rows):>22.2f}")
 
 
+def drop(out: Path, *names: str) -> None:
+    """Remove a command's local output once it is measured: a round writes gigabytes, and
+    left in the page cache, still dirty, their writeback would run on the cores the next
+    commands are measured on, more for each command than the one before it."""
+    for name in names:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def one_round(out: Path, tree: Path, lst: Path, env: dict, args, s3: S3Server | None,
               s3_source: str, s3_publish: str) -> dict[str, tuple[cpu.Spent, dict | None]]:
     """Each command once, in turn, on the photos of ``tree``: what each spent (and a
@@ -255,15 +269,26 @@ def one_round(out: Path, tree: Path, lst: Path, env: dict, args, s3: S3Server | 
     got["a im2rec.py"] = (timed([bench_pack.MX_PYTHON, bench_pack.MX_IM2REC,
                                  str(out / "im2rec"), str(tree) + "/", *OPTS, *th], env)[0],
                           None)
+    drop(out, "im2rec.rec", "im2rec.idx")
     if not args.sizes or args.with_recforge_im2rec:
         got["b recforge im2rec"] = (timed([sys.executable, "-m", "recforge.cli", "im2rec",
                                            str(out / "recforge"), str(tree), *OPTS, *th],
                                           env)[0], None)
+        drop(out, "recforge.rec", "recforge.idx")
     got["c build local"] = build(spec, env, args.workers, str(tree), str(out / "pub"))
+    drop(out, "pub")
     if s3:
         got[f"d build {s3.kind}"] = build(spec, s3.env, args.workers, s3_source, s3_publish,
                                           s3)
+        drop_s3(s3_publish, s3.env)
     return got
+
+
+def drop_s3(uri: str, env: dict) -> None:
+    """:func:`drop` for a build through S3: its published version, cache and staging, which
+    the server would otherwise keep (moto in its memory, Ceph on this machine's disk)."""
+    subprocess.run([sys.executable, "-c", "import sys; from recforge import storage; "
+                    "storage.delete_prefix(sys.argv[1])", uri], env=env, check=True)
 
 
 def report(runs: dict[str, list], args) -> None:
