@@ -216,12 +216,12 @@ def merge_split(shards: list[Shard], out: str, split: str, tmp: Path,
                             key, offset = line.split(b"\t")
                             idx.write(b"%s\t%d\n" % (key, int(offset) + base))
             checksums[idx_name := names.idx(split, mask)] = idx.digest()
-            _upload_and_drop(tmp / idx_name, out)
+            _upload_and_drop(tmp / idx_name, out, checksums[idx_name])
         with storage.HashingWriter(tmp / names.lst(split)) as lst:
             for data in one_per_shard():
                 lst.write(data)
         checksums[names.lst(split)] = lst.digest()
-        _upload_and_drop(tmp / names.lst(split), out)
+        _upload_and_drop(tmp / names.lst(split), out, checksums[names.lst(split)])
         count = 0
         for i, data in enumerate(one_per_shard()):
             for line in _lines(data):
@@ -275,8 +275,9 @@ def account_beside_items(run: Run, accounting: Reconciler, digest=None
     return flattened, set_aside
 
 
-def _upload_and_drop(path: Path, out: str) -> None:
-    storage.upload(path, storage.join(out, path.name), move=True)
+def _upload_and_drop(path: Path, out: str, digest: dict) -> None:
+    """Upload a file merge wrote and hashed as it wrote it (``digest``), then let it go."""
+    storage.upload(path, storage.join(out, path.name), sha256=digest["sha256"], move=True)
     path.unlink(missing_ok=True)
 
 
@@ -345,7 +346,7 @@ def merge(run: Run) -> dict:
                 log.info("merge: %s has %d records from %d shards", split, per_split[split],
                          len(mine))
         checksums[names.RECORDS] = records.digest()
-        _upload_and_drop(tmp / names.RECORDS, run_state.out(run))
+        _upload_and_drop(tmp / names.RECORDS, run_state.out(run), checksums[names.RECORDS])
         for done in composes:  # a failed compose raises here, before checksums.json
             checksums.update(done.result())
     for e in entries:
