@@ -4,7 +4,9 @@ SHA-256 checksum, and is what the upload records."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +43,6 @@ def test_without_a_digest_the_file_is_hashed(tmp_path, target):
     assert storage.upload(src, target) == hashlib.sha256(b"x" * 5000).hexdigest()
 
 
-
 def test_a_moved_file_is_renamed_into_a_local_store_and_copied_to_s3(tmp_path, target):
     """``move``: the caller is done with the file. A local store on its file system takes
     the file itself, the same inode, so no byte is copied; S3 gets an upload and the file
@@ -62,9 +63,6 @@ def test_a_moved_file_is_renamed_into_a_local_store_and_copied_to_s3(tmp_path, t
 def test_a_move_across_file_systems_is_a_copy(tmp_path, monkeypatch):
     """A rename cannot join two file systems (EXDEV): the file is copied instead, through
     the partial name, and left where it was."""
-    import errno
-    from pathlib import Path
-
     src = tmp_path / "part.rec"
     src.write_bytes(b"far " * 3000)
     real = Path.replace

@@ -165,18 +165,18 @@ def _append_file(src: Path, out) -> None:
     file system has one); where the kernel cannot join the two files (another file system
     on an older kernel, a platform without the call) the bytes are read and written."""
     out.flush()
+    copy_range = getattr(os, "copy_file_range", None)
     with open(src, "rb") as f:
-        left = os.fstat(f.fileno()).st_size
-        try:
-            while left > 0:
-                n = os.copy_file_range(f.fileno(), out.fileno(), left)
-                if n == 0:  # the file shrank under us: what read() would now see
-                    break
-                left -= n
-        except (AttributeError, OSError) as exc:
-            if isinstance(exc, OSError) and exc.errno not in _NO_KERNEL_COPY:
-                raise
-            # the call moved both files' offsets by what it copied; carry on from there
+        left, joined = os.fstat(f.fileno()).st_size, False
+        if copy_range is not None:
+            try:  # a 0 answer: the file shrank under us, what read() would now see
+                while left > 0 and (n := copy_range(f.fileno(), out.fileno(), left)):
+                    left -= n
+                joined = True
+            except OSError as exc:
+                if exc.errno not in _NO_KERNEL_COPY:
+                    raise
+        if not joined:  # the kernel moved both offsets by what it copied: on from there
             f.seek(os.lseek(f.fileno(), 0, os.SEEK_CUR))
             shutil.copyfileobj(f, out, 1 << 20)
         out.seek(0, os.SEEK_END)  # the writer's position, past what the kernel wrote
