@@ -9,7 +9,6 @@ import os
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from recforge.storage import write_options
 
@@ -128,10 +127,17 @@ def transferred() -> Transfer:
 
 def count_down(key: str, n: int) -> None:
     """Count ``n`` body bytes of a GET of ``key`` (botocore's hook and ``http_get`` alike)."""
-    suffix = Path(key).suffix
+    suffix = _suffix(key)
     with _TRANSFER_LOCK:
         _TRANSFER.down += n
         _TRANSFER.down_by_suffix[suffix] = _TRANSFER.down_by_suffix.get(suffix, 0) + n
+
+
+def _suffix(key: str) -> str:
+    """``PurePosixPath(key).suffix``, without building a path for every GET."""
+    name = key.rstrip("/").rpartition("/")[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 def _count_transfers(client) -> None:
