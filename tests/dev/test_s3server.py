@@ -55,6 +55,25 @@ def test_connections_are_kept_alive_between_requests_and_stop_ends_the_server():
         socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=5)
 
 
+KEYS_A_URL_DECODES = ("100%25.jpg", "why?.jpg", "a#1.jpg", "a+b c.jpg", "x%2Fy.jpg",
+                      "sp%ce&=?#;.png")
+
+
+def test_a_key_is_stored_listed_and_read_as_sent_whatever_a_url_makes_of_it(bucket):
+    """Every key shape stays itself through boto3's PUT, listing and GET: the server reads
+    the request target as it arrived, not a path decoded twice."""
+    from recforge import storage
+
+    s3 = storage.s3_client()
+    for i, key in enumerate(KEYS_A_URL_DECODES):
+        s3.put_object(Bucket=bucket, Key=f"k/{key}", Body=b"%d" % i)
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="k/")["Contents"]]
+    assert sorted(listed) == sorted(f"k/{key}" for key in KEYS_A_URL_DECODES)
+    for i, key in enumerate(KEYS_A_URL_DECODES):
+        assert s3.get_object(Bucket=bucket, Key=f"k/{key}")["Body"].read() == b"%d" % i
+        assert storage.get_bytes(f"s3://{bucket}/k/{key}") == b"%d" % i
+
+
 def test_requests_are_routed_without_listing_motos_package_folder(monkeypatch):
     """moto's router lists its package folder for every request; the server lists it once,
     with the same answer."""

@@ -62,6 +62,7 @@ def test_bytes_ranges_and_conditions_are_botocores(bucket):
         data = os.urandom(1000 + i)
         storage.put_bytes(f"s3://{bucket}/{key}", data)
         uri = f"s3://{bucket}/{key}"
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data  # its own key
         assert storage.get_bytes(uri) == data
         assert storage.get_range(uri, 10, 20) == data[10:30]
         assert storage.get_range(uri, 990, 100) == data[990:]

@@ -442,6 +442,17 @@ def _channel_class():
     return Channel
 
 
+def _with_raw_uri(app):
+    """moto's application with the request target as it arrived in ``RAW_URI``, werkzeug's
+    name for it, where moto reads an object's key before any percent-decoding; waitress
+    names it ``REQUEST_URI``. Without it moto decodes the already decoded path again:
+    ``100%25.jpg`` is stored as ``100%.jpg`` and ``why%3F.jpg`` as ``why``."""
+    def application(environ, start_response):
+        environ.setdefault("RAW_URI", environ.get("REQUEST_URI", ""))
+        return app(environ, start_response)
+    return application
+
+
 class Server:
     """moto's S3 application behind waitress on 127.0.0.1: HTTP/1.1 with kept-alive
     connections, as S3 keeps them. moto's own server (werkzeug's) closes every connection
@@ -459,7 +470,8 @@ class Server:
         logging.getLogger("waitress").setLevel(logging.ERROR)  # "Task queue depth is 1"
         stand_in_for_s3()
         self._server = create_server(
-            DomainDispatcherApplication(create_backend_app), host="127.0.0.1", port=port,
+            _with_raw_uri(DomainDispatcherApplication(create_backend_app)),
+            host="127.0.0.1", port=port,
             threads=16, ident="recforge-dev-s3",
             # a test session's many clients each keep connections: poll, not select (1,024
             # descriptors), and room for them; S3 itself drops a connection idle ~20 s
