@@ -18,6 +18,16 @@ def test_an_s3_uri_splits_into_its_bucket_and_the_whole_key(key):
         "bkt", f"raw/{key}".rstrip("/"))
 
 
+@pytest.mark.parametrize("name", ["photo#2.jpg", "why?.jpg", "a;b.jpg", "100%25.jpg"])
+def test_a_file_under_a_file_uri_root_keeps_its_whole_name(tmp_path, name):
+    (tmp_path / name).write_bytes(b"mine")
+    (tmp_path / "photo").write_bytes(b"another")
+    for root in (f"file://{tmp_path}", f"file://localhost{tmp_path}", str(tmp_path)):
+        uri = storage.join(root, name)
+        assert storage.local_path(uri) == tmp_path / name
+        assert storage.get_bytes(uri) == b"mine"
+
+
 @pytest.mark.parametrize("uri", ["bkt/key", "s3:///key", "s3://", "file:///a/b", "/a/b"])
 def test_what_is_not_an_s3_uri_is_refused(uri):
     with pytest.raises(ValueError, match="not an S3 URI"):

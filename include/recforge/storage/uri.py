@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlparse
 
 
 def join(base: str, *parts: str) -> str:
@@ -33,8 +32,12 @@ def split_s3(uri: str) -> tuple[str, str]:
 
 
 def local_path(uri: str) -> Path:
+    """The path of a local URI: a path, or ``file://`` and a path (a host before it, as in
+    ``file://localhost/data``, is dropped). What follows is the path as it is, ``#`` and
+    ``?`` included: a file joined onto a ``file://`` root keeps its whole name."""
     if uri.startswith("file://"):
-        return Path(urlparse(uri).path)
+        rest = uri[len("file://"):]
+        return Path(rest[rest.find("/"):] if "/" in rest else "")
     if "://" in uri:
         raise ValueError(f"unsupported URI scheme in {uri!r}: use s3://bucket/prefix or a path")
     return Path(uri)
