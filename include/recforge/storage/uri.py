@@ -23,10 +23,8 @@ def split_s3(uri: str) -> tuple[str, str]:
     """``s3://bucket/a/b`` → ``("bucket", "a/b")``. Everything after the bucket is the key,
     ``#``, ``?`` and ``%`` included: an S3 key is not a URL path, and a URL parser would
     cut ``photo#2.jpg`` to ``photo`` (another object, or none)."""
-    if uri[:5].lower() != "s3://":
-        raise ValueError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
     bucket, _, key = uri[5:].partition("/")
-    if not bucket:
+    if uri[:5].lower() != "s3://" or not bucket:
         raise ValueError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
     return bucket, key.lstrip("/")
 
