@@ -38,6 +38,13 @@ def wait_then_report(quiet_file: str | None = None) -> dict:
     return {"waited": waited, "quiet_at": time.time(), "told": quiet_file is not None}
 
 
+def answer_then_linger(quiet_file: str | None = None) -> str:
+    """A child whose answer is ready while a thread of its own still runs, as MXNet's engine
+    and OpenMP threads can be at exit: an interpreter's normal exit waits for it for ever."""
+    threading.Thread(target=threading.Event().wait, name="lingering").start()
+    return "answered"
+
+
 def mxnet_version() -> str:
     import mxnet as mx
 
@@ -225,6 +232,22 @@ def test_a_timeout_covers_the_wait_for_quiet():
     with pytest.raises(environment.MXNetProcessFailed, match="ran past"):
         environment.call("tests.bench.test_environment:wait_then_report", {},
                          pythonpath=[str(REPO)], quiet=threading.Event(), timeout=8)
+
+
+def test_a_child_with_its_answer_ends_without_waiting_for_its_threads():
+    started = time.monotonic()
+    assert environment.call("tests.bench.test_environment:answer_then_linger", {},
+                            pythonpath=[str(REPO)], timeout=45) == "answered"
+    assert time.monotonic() - started < 45
+
+
+def test_a_child_has_a_limit_when_the_caller_sets_none():
+    """The command line's benchmark passes no timeout: a stuck child still ends."""
+    import inspect
+
+    limit = inspect.signature(environment.call).parameters["timeout"].default
+    assert limit == environment.CALL_LIMIT_S
+    assert environment.QUIET_WAIT_S < limit <= 30 * 60  # within the DAG task's 30 minutes
 
 
 def test_the_benchmarks_timing_waits_for_quiet_and_its_value_check_does_not(dataset):

@@ -17,7 +17,8 @@ The child runs ``python -m recforge.bench.worker`` (the same recforge version mu
 installed there: it is checked) and exchanges JSON files with this process. A failure the
 child understands (``LoaderBenchError``: a bad option, a split too small) comes back as the
 same error; a child that dies (a signal, an import error, out of memory) fails with its exit
-status and the tail of its stderr.
+status and the tail of its stderr; one still running after ``CALL_LIMIT_S`` is killed and
+fails the same way, on the command line as in a DAG.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ STDERR_TAIL = 4000  # characters of a dead child's stderr kept in the error
 QUIET_POLL_S = 0.02  # how often the caller looks for its ``quiet`` event or a dead child
 QUIET_WAIT_S = 900.0  # the longest a child waits for ``quiet``: a caller that died never
                       # leaves it waiting for good
+CALL_LIMIT_S = 1500.0  # one call's child, its wait for ``quiet`` included: a benchmark reads
+                       # a bounded window, so a child still running then is stuck (the DAG's
+                       # benchmark task allows 30 minutes in all; the command line the same)
 
 HOW_TO = (
     f"set {ENV_VAR} (or Airflow's [recforge] mxnet_python, {settings.MXNET_PYTHON.env_var}) "
@@ -111,17 +115,18 @@ def mxnet_python() -> str:
 
 
 def call(target: str, kwargs: dict, python: str | None = None,
-         pythonpath: list[str] | None = None, timeout: float | None = None,
+         pythonpath: list[str] | None = None, timeout: float | None = CALL_LIMIT_S,
          quiet: threading.Event | None = None):
     """Run ``target`` (``"module:function"``) with ``kwargs`` in the MXNet environment and
     return its JSON result. One process per call: callers put a whole benchmark in one call.
 
     ``pythonpath``: folders put first on the child's ``sys.path`` (tests use it for their own
-    helpers). ``quiet``: set by the caller once nothing else of its own competes for the
-    CPU; the target gets ``quiet_file``, a path that exists from then on, and waits for it
-    before its timed work (:func:`wait_for_quiet`). Raises the child's ``LoaderBenchError``
-    as such, ``MXNetEnvironmentMissing`` when the interpreter has no MXNet or another
-    recforge, ``MXNetProcessFailed`` when it dies.
+    helpers). ``timeout``: the seconds the child may take (None: no limit). ``quiet``: set
+    by the caller once nothing else of its own competes for the CPU; the target gets
+    ``quiet_file``, a path that exists from then on, and waits for it before its timed work
+    (:func:`wait_for_quiet`). Raises the child's ``LoaderBenchError`` as such,
+    ``MXNetEnvironmentMissing`` when the interpreter has no MXNet or another recforge,
+    ``MXNetProcessFailed`` when it dies or runs past ``timeout``.
     """
     from recforge import __version__
 

@@ -5,6 +5,11 @@
 and writes ``{"result": ...}`` or ``{"error": {"kind", "message"}}`` to RESPONSE. A failure
 it cannot describe (a crash) leaves no RESPONSE and a non-zero exit; the parent reports
 stderr's tail.
+
+RESPONSE appears whole (written beside it, then renamed), and the process then ends at once
+(``os._exit``), without the interpreter's teardown: MXNet's engine and OpenMP threads can
+keep a finished process from exiting, and a benchmark that has its result must not wait on
+them. A Python error that escapes is printed, then the process ends the same way (status 1).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import sys
 
 
@@ -48,10 +54,28 @@ def main(argv: list[str]) -> int:
     request_path, response_path = argv
     with open(request_path, encoding="utf-8") as f:
         reply = serve(json.load(f))
-    with open(response_path, "w", encoding="utf-8") as f:
+    partial = f"{response_path}.partial"
+    with open(partial, "w", encoding="utf-8") as f:
         json.dump(reply, f)
+    os.replace(partial, response_path)
     return 0
 
 
+def leave(status: int) -> None:
+    """End now, after flushing what was written: no atexit handlers, no thread joins, no
+    C++ static destructors (where MXNet's teardown hangs)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        status = main(sys.argv[1:])
+    except BaseException:  # noqa: BLE001 (printed for the parent's stderr tail)
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    leave(status)
