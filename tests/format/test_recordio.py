@@ -58,3 +58,33 @@ def test_framed_size_is_the_length_frame_writes(payload):
     magic = recordio.struct.pack("<I", recordio.MAGIC)
     splits = sum(1 for i in range(0, len(payload) // 4 * 4, 4) if payload[i:i + 4] == magic)
     assert len(recordio.frame(payload)) == recordio.framed_size(len(payload), splits)
+
+
+MAGIC_BYTES = recordio.struct.pack("<I", recordio.MAGIC)
+PAYLOADS = [b"", b"a", b"abcd", b"abcde" * 7, b"xy" + MAGIC_BYTES + b"z",  # unaligned magic
+            b"abcd" + MAGIC_BYTES * 3 + b"xy", MAGIC_BYTES, b"abcd" + MAGIC_BYTES]
+
+
+def test_a_hashed_writer_digests_what_it_wrote_whole_and_by_group(tmp_path):
+    """Each group's SHA-256 and the file's, kept as the records go out, are those of the
+    bytes on disk; the records read back as written."""
+    import hashlib
+
+    from recforge.storage import file_digest
+
+    groups = ["a", "a", None, "b", "b", "b", "c", "a"]
+    spans: dict = {}
+    with recordio.RecordWriter(tmp_path / "p.rec", tmp_path / "p.idx", hashed=True) as w:
+        for key, (payload, group) in enumerate(zip(PAYLOADS, groups, strict=True)):
+            start = w.write(key, payload, group)
+            spans.setdefault(group, []).append((start, w.tell()))
+        whole = w.digest()
+    data = (tmp_path / "p.rec").read_bytes()
+    assert whole == file_digest(tmp_path / "p.rec")
+    expected = {g: hashlib.sha256(b"".join(data[s:e] for s, e in spans[g])).hexdigest()
+                for g in spans if g is not None}
+    assert w.group_digests() == expected
+    assert [p for _, p in recordio.iter_records(tmp_path / "p.rec")] == PAYLOADS
+    with recordio.RecordWriter(tmp_path / "q.rec") as plain, \
+            pytest.raises(ValueError, match="hashed=True"):
+        plain.digest()

@@ -38,7 +38,9 @@ def test_a_shard_packed_whole_is_adopted_byte_for_byte_as_assemble_writes_it(tmp
     """A shard with no chunk from the cache is packed in one pass in chunk order: ``adopt``
     keeps pack's files instead of writing the shard again, and every file, the chunk index
     and the result are what ``assemble`` writes from the same pack (a chunk whose only image
-    is refused, so an empty chunk and a quarantine entry, included)."""
+    is refused, so an empty chunk and a quarantine entry, included) — with the digests pack
+    kept as it wrote, and hashing the file where pack kept none; each digest is that of the
+    bytes on disk."""
     import cv2
     import numpy as np
 
@@ -58,18 +60,26 @@ def test_a_shard_packed_whole_is_adopted_byte_for_byte_as_assemble_writes_it(tmp
     groups = cache.chunks(rows)
     hashes = [f"h{i}" for i in range(len(groups))]
     results, files = [], []
-    for way in ("assemble", "adopt"):
+    for way in ("assemble", "adopt", "adopt, hashing the file"):
         out = tmp_path / way
         packed = out / "packed"
         packed.mkdir(parents=True)
         got = pack_items(rows, str(src), PackOptions(resize=32), packed, keep=True)
+        if way == "adopt, hashing the file":
+            got = {k: v for k, v in got.items() if k not in ("rec", "chunk_sha256")}
         parts = cache.split_packed(packed, groups, got)
         assert cache.tiled(parts, packed / names.rec(names.SHARD_PART))
+        data = (packed / names.rec(names.SHARD_PART)).read_bytes()
         results.append(cache.assemble(parts, hashes, out) if way == "assemble"
-                       else cache.adopt(parts, hashes, packed, out))
+                       else cache.adopt(parts, hashes, packed, out, got.get("rec")))
         files.append({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()})
-    assert results[0] == results[1]
-    assert files[0] == files[1]
+        index = json.loads(files[-1][cache.CHUNK_INDEX])
+        assert [c["sha256"] for c in index] == [
+            hashlib.sha256(data[c["start"]:c["start"] + c["length"]]).hexdigest() for c in index]
+        assert results[-1]["rec"] == {"size": len(data),
+                                      "sha256": hashlib.sha256(data).hexdigest()}
+    assert results[0] == results[1] == results[2]
+    assert files[0] == files[1] == files[2]
     assert set(files[0]) == {*names.shard_files(), cache.CHUNK_INDEX}
     assert results[0]["packed"] == 7 and results[0]["quarantined"] == 1
     index = json.loads(files[1][cache.CHUNK_INDEX])

@@ -19,6 +19,7 @@ The ``.idx`` file is ``key<TAB>byte_offset`` per line, exactly what
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterator, Sequence
@@ -102,11 +103,14 @@ def frame(payload: bytes) -> bytes:
         raise RecordIOError(
             f"record of {size} bytes is too large: RecordIO records must be < 2^29 bytes"
         )
-    out = bytearray()
     lower_align = (size >> 2) << 2
+    pos = payload.find(_MAGIC_BYTES, 0, lower_align)
+    if pos == -1:  # the usual record: one part, its bytes copied once
+        return b"".join((_MAGIC_BYTES, struct.pack("<I", size), payload,
+                         _PADDING[(-size) % 4]))
+    out = bytearray()
     dptr = 0
     # Split at every 4-byte-aligned occurrence of the magic (rare, but real in JPEG data).
-    pos = payload.find(_MAGIC_BYTES, 0, lower_align)
     while pos != -1:
         if pos % 4 == 0:
             out += _MAGIC_BYTES
@@ -119,8 +123,11 @@ def frame(payload: bytes) -> bytes:
     out += _MAGIC_BYTES
     out += struct.pack("<I", ((3 if dptr != 0 else 0) << 29) | (size - dptr))
     out += payload[dptr:]
-    out += b"\0" * ((-size) % 4)
+    out += _PADDING[(-size) % 4]
     return bytes(out)
+
+
+_PADDING = [b"\0" * n for n in range(4)]
 
 
 class RecordWriter:
@@ -129,31 +136,55 @@ class RecordWriter:
     A context manager; ``write(key, payload)`` frames and appends one record and returns its
     byte offset; ``write_framed`` appends a record framed elsewhere (im2rec's workers frame
     in parallel); ``sync`` makes both files durable before a rename publishes them.
+
+    ``hashed``: the writer also keeps the SHA-256 of the ``.rec`` (``digest()``) and of
+    each group of consecutive records written with the same ``group`` (``group_digests()``),
+    as the bytes go out: nothing is read back to hash it.
     """
 
-    def __init__(self, rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None):
+    def __init__(self, rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                 hashed: bool = False):
         self._rec = open(rec_path, "wb")
         self._idx = (open(idx_path, "w", encoding="ascii", newline="\n")
                      if idx_path is not None else None)
         self._pos = 0
         self.count = 0
+        self._whole = hashlib.sha256() if hashed else None
+        self._groups: dict = {}
 
     def tell(self) -> int:
         return self._pos
 
-    def write(self, key: int | None, payload: bytes) -> int:
-        return self.write_framed(key, frame(payload))
+    def write(self, key: int | None, payload: bytes, group=None) -> int:
+        return self.write_framed(key, frame(payload), group)
 
-    def write_framed(self, key: int | None, framed: bytes) -> int:
+    def write_framed(self, key: int | None, framed: bytes, group=None) -> int:
         offset = self._pos
         self._rec.write(framed)
         self._pos += len(framed)
+        if self._whole is not None:
+            self._whole.update(framed)
+            if group is not None:
+                digest = self._groups.get(group)
+                if digest is None:
+                    digest = self._groups[group] = hashlib.sha256()
+                digest.update(framed)
         if self._idx is not None:
             if key is None:
                 raise ValueError("an indexed writer needs a key for every record")
             self._idx.write(f"{key}\t{offset}\n")
         self.count += 1
         return offset
+
+    def digest(self) -> dict:
+        """The ``.rec``'s size and SHA-256 so far (a ``hashed`` writer)."""
+        if self._whole is None:
+            raise ValueError("this RecordWriter was not opened with hashed=True")
+        return {"size": self._pos, "sha256": self._whole.hexdigest()}
+
+    def group_digests(self) -> dict:
+        """Each group's SHA-256 (hex) by group; a group with no record written has none."""
+        return {g: h.hexdigest() for g, h in self._groups.items()}
 
     def sync(self) -> None:
         for f in (self._rec, self._idx):

@@ -21,7 +21,8 @@ fetched chunks that lie back to back in one previous ``part.rec`` on the store
 (``UploadPartCopy``, pinned to the ETag that entry recorded) where a run can be a part of
 5 MiB or more, and sends the rest (``reusable``, ``storage.Reusable``). A shard none of
 whose chunks came from the cache (a fresh build) keeps the files its one pack wrote
-(``adopt``: byte for byte what assembling them would write, read once to hash the chunks).
+(``adopt``: byte for byte what assembling them would write, its chunks hashed as pack
+wrote them).
 
 ``prune`` keeps the entries the last N published versions were built from (each version
 carries ``cache_keys.json``); published versions are copies, so pruning never breaks one.
@@ -103,10 +104,15 @@ def _refusable(row: dict) -> list[str]:
 
 class Span(NamedTuple):
     """A chunk's bytes left where pack wrote them (``path``, from ``start``): assembling a
-    shard streams them, so a pack task never holds its shard's ``.rec`` in memory."""
+    shard streams them, so a pack task never holds its shard's ``.rec`` in memory.
+    ``sha256``: theirs, where pack hashed them as it wrote them."""
     path: Path
     start: int
     length: int
+    sha256: str | None = None
+
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()  # a chunk whose every image was refused
 
 
 def pieces(data: bytes | Span, size: int = 1 << 20) -> Iterator[bytes]:
@@ -130,7 +136,8 @@ def split_packed(workdir: Path, groups: list[list[dict]], packed: dict | None = 
     """A pack of several chunks' rows in one go → each chunk's (its span of ``part.rec``,
     records with chunk-relative offsets, quarantine text), by the records' keys and the
     entries' keys. ``packed``: what the pack returned; its ``records`` and ``refused``
-    (the rows and entries it wrote, still in memory) are used rather than read back."""
+    (the rows and entries it wrote, still in memory) are used rather than read back, and
+    its ``chunk_sha256`` (by the rows' ``chunk``) become the spans' ``sha256``."""
     path = workdir / names.rec(names.SHARD_PART)
     size = path.stat().st_size
     packed = packed or {}
@@ -144,12 +151,15 @@ def split_packed(workdir: Path, groups: list[list[dict]], packed: dict | None = 
         refused.setdefault(e.source_key, []).append(e)
     ends = sorted(r["offset"] for r in records.values()) + [size]
     end_of = {o: ends[i + 1] for i, o in enumerate(ends[:-1])}
+    digests = packed.get("chunk_sha256")
     out = []
     for group in groups:
         mine = [records[r["record_key"]] for r in group if r["record_key"] in records]
         start = mine[0]["offset"] if mine else 0
         stop = end_of[mine[-1]["offset"]] if mine else 0
-        out.append((Span(path, start, stop - start),
+        sha = (None if digests is None
+               else digests.get(group[0].get("chunk")) if mine else EMPTY_SHA256)
+        out.append((Span(path, start, stop - start, sha),
                     [{**r, "offset": r["offset"] - start} for r in mine],
                     quarantine.dumps([e for r in group for k in _refusable(r)
                                       for e in refused.get(k, [])]).decode("utf-8")))
@@ -161,8 +171,8 @@ def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str
     """Chunks, in order → ``out/part.rec/.idx/.lst``, ``records.jsonl``, the quarantine and
     the chunk index (``chunks.json``), byte for byte what packing the whole shard at once
     writes. ``verified``: part number → the SHA-256 its bytes were just checked against
-    (fetched chunks), not computed again. The result's ``rec`` is ``part.rec``'s size and
-    SHA-256, hashed as it was written."""
+    (fetched chunks), not computed again, as a span's own ``sha256`` is not. The result's
+    ``rec`` is ``part.rec``'s size and SHA-256, hashed as it was written."""
     part = names.SHARD_PART
     verified = verified or {}
     manifest, refused, index, base = [], [], [], 0
@@ -170,7 +180,8 @@ def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str
             open(out / names.idx(part), "w", encoding="ascii", newline="\n") as idx, \
             open(out / names.lst(part), "w", encoding="utf-8") as lst:
         for i, ((data, records, quarantined), h) in enumerate(zip(parts, hashes, strict=True)):
-            digest, length = (None if i in verified else hashlib.sha256()), 0
+            known = verified.get(i) or (data.sha256 if isinstance(data, Span) else None)
+            digest, length = (None if known else hashlib.sha256()), 0
             for piece in pieces(data):
                 rec.write(piece)
                 if digest is not None:
@@ -183,7 +194,7 @@ def assemble(parts: list[tuple[bytes | Span, list[dict], str]], hashes: list[str
                 manifest.append(r)
             refused.append(quarantined)
             index.append({"hash": h, "start": base, "length": length,
-                          "sha256": verified[i] if digest is None else digest.hexdigest(),
+                          "sha256": known or digest.hexdigest(),
                           "records": records, "quarantine": quarantined})
             base += length
     storage.write_jsonl(str(out / names.RECORDS), manifest)
@@ -214,21 +225,21 @@ ADOPTED = (names.rec(names.SHARD_PART), names.idx(names.SHARD_PART),
 
 
 def adopt(parts: list[tuple[Span, list[dict], str]], hashes: list[str], packed: Path,
-          out: Path) -> dict:
+          out: Path, rec: dict | None = None) -> dict:
     """:func:`assemble`'s outputs for a :func:`tiled` pack, byte for byte, without writing
     the shard again: pack's ``part.rec``/``.idx``/``.lst`` and ``records.jsonl`` hold every
     record in chunk order at the offsets assemble would give them, so they are moved into
-    ``out``; the quarantine is written in assemble's order, and ``part.rec`` is read once to
-    hash each chunk and the whole file (the chunk index, the result's ``rec``)."""
-    whole, index, refused, base = hashlib.sha256(), [], [], 0
+    ``out``; the quarantine is written in assemble's order. The chunk index takes each
+    span's ``sha256`` and the result's ``rec`` is ``rec`` (``part.rec``'s size and SHA-256),
+    as pack hashed them while writing; without them ``part.rec`` is read once to hash each
+    chunk and the whole file."""
+    if rec is None or any(span.sha256 is None for span, _, _ in parts):
+        parts, rec = _hash_spans(parts)
+    index, refused, base = [], [], 0
     for (span, records, quarantined), h in zip(parts, hashes, strict=True):
-        digest = hashlib.sha256()
-        for piece in pieces(span):
-            whole.update(piece)
-            digest.update(piece)
         refused.append(quarantined)
         index.append({"hash": h, "start": base, "length": span.length,
-                      "sha256": digest.hexdigest(), "records": records,
+                      "sha256": span.sha256, "records": records,
                       "quarantine": quarantined})
         base += span.length
     for name in ADOPTED:
@@ -238,7 +249,22 @@ def adopt(parts: list[tuple[Span, list[dict], str]], hashes: list[str], packed: 
     (out / CHUNK_INDEX).write_text(json.dumps(index), encoding="utf-8")
     return {"packed": sum(len(r) for _, r, _ in parts),
             "quarantined": len(quarantine.loads(text.encode())),
-            "rec": {"size": base, "sha256": whole.hexdigest()}}
+            "rec": {"size": rec["size"], "sha256": rec["sha256"]}}
+
+
+def _hash_spans(parts: list[tuple[Span, list[dict], str]]
+                ) -> tuple[list[tuple[Span, list[dict], str]], dict]:
+    """The spans with their ``sha256``, read from their file, and the whole file's digest
+    (the spans tile it)."""
+    whole, size, hashed = hashlib.sha256(), 0, []
+    for span, records, quarantined in parts:
+        digest = hashlib.sha256()
+        for piece in pieces(span):
+            whole.update(piece)
+            digest.update(piece)
+        size += span.length
+        hashed.append((span._replace(sha256=digest.hexdigest()), records, quarantined))
+    return hashed, {"size": size, "sha256": whole.hexdigest()}
 
 
 class Source(NamedTuple):
@@ -325,6 +351,7 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
     parts: list = [found.get(i) for i in range(len(groups))]
     misses = [i for i, p in enumerate(parts) if p is None]
     d = work / "packed"
+    got: dict = {}
     if misses:  # one pass over all missing chunks: one prefetch window
         d.mkdir()
         got = pack_chunk([r for i in misses for r in groups[i]], d)
@@ -332,7 +359,8 @@ def pack_shard(run: Run, rows: list[dict], work: Path,
                            strict=True):
             parts[i] = part
     if not found and tiled(parts, d / names.rec(names.SHARD_PART)):
-        counts = adopt(parts, hashes, d, work)  # packed whole, in order: already the shard
+        # packed whole, in order: already the shard
+        counts = adopt(parts, hashes, d, work, got.get("rec"))
     else:
         counts = assemble(parts, hashes, work, {i: wanted[i].chunk["sha256"] for i in found})
     runs = reusable(parts, {i: wanted[i] for i in found})

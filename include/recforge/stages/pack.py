@@ -63,14 +63,17 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
     process. ``labels`` (default: the row's class id) gives a record's label, its extra
     manifest fields and the parts of its annotation it refused
     (``detection.records.DetectionLabels``). ``keep``: the result also holds the record
-    manifest rows (``records``) and quarantine entries (``refused``) it wrote, so the shard
-    cache splits them into chunks without reading them back."""
+    manifest rows (``records``) and quarantine entries (``refused``) it wrote, ``part.rec``'s
+    size and SHA-256 (``rec``) and each chunk's SHA-256 by the rows' ``chunk``
+    (``chunk_sha256``), hashed as the bytes were written, so the shard cache splits and
+    indexes them without reading them back."""
     refused: list[QuarantineEntry] = []
     manifest: list[dict] = []
     progress = Progress(f"{stage} {workdir.name}", len(rows), log)
     part = names.SHARD_PART
     uris = (storage.join(source_uri, r["source_key"]) for r in rows)
-    with recordio.RecordWriter(workdir / names.rec(part), workdir / names.idx(part)) as writer, \
+    with recordio.RecordWriter(workdir / names.rec(part), workdir / names.idx(part),
+                               hashed=keep) as writer, \
             open(workdir / names.lst(part), "w", encoding="utf-8") as lst:
         fetched = storage.prefetch(uris, fetch_threads)
         for row, data in zip(rows, fetched, strict=True):
@@ -93,7 +96,7 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
                 continue
             refused += parts
             payload = recordio.pack_image_record(label, row["record_key"], img.data)
-            offset = writer.write(row["record_key"], payload)
+            offset = writer.write(row["record_key"], payload, row.get("chunk"))
             lst.write(names.lst_line(row["record_key"], label, row["name"]))
             manifest.append({
                 "key": row["record_key"], "split": row["split"], "offset": offset,
@@ -106,7 +109,10 @@ def pack_items(rows: list[dict], source_uri: str, opts: PackOptions, workdir: Pa
     storage.write_jsonl(str(workdir / names.RECORDS), manifest)
     (workdir / names.QUARANTINE).write_bytes(quarantine.dumps(refused))
     counts = {"packed": len(manifest), "quarantined": len(refused)}
-    return {**counts, "records": manifest, "refused": refused} if keep else counts
+    if not keep:
+        return counts
+    return {**counts, "records": manifest, "refused": refused, "rec": writer.digest(),
+            "chunk_sha256": writer.group_digests()}
 
 
 def check_shard(work: Path, num_classes: int | None, masks: bool, shard_id: str,
