@@ -157,8 +157,10 @@ def split_packed(workdir: Path, groups: list[list[dict]], packed: dict | None = 
         mine = [records[r["record_key"]] for r in group if r["record_key"] in records]
         start = mine[0]["offset"] if mine else 0
         stop = end_of[mine[-1]["offset"]] if mine else 0
-        sha = (None if digests is None
-               else digests.get(group[0].get("chunk")) if mine else EMPTY_SHA256)
+        if digests is None:  # a pack that kept no digests: adopt reads the file
+            sha = None
+        else:
+            sha = digests.get(group[0].get("chunk")) if mine else EMPTY_SHA256
         out.append((Span(path, start, stop - start, sha),
                     [{**r, "offset": r["offset"] - start} for r in mine],
                     quarantine.dumps([e for r in group for k in _refusable(r)
